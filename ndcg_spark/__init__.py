@@ -1,0 +1,15 @@
+"""ndcg-spark: per-user and mean NDCG@k with graded relevance, in the Spark DataFrame API."""
+
+from ndcg_spark.errors import ConfigError, InputDataError, NdcgError
+from ndcg_spark.evaluate import EvaluationResult, evaluate
+from ndcg_spark.options import EvaluationOptions
+
+__all__ = [
+    "ConfigError",
+    "EvaluationOptions",
+    "EvaluationResult",
+    "InputDataError",
+    "NdcgError",
+    "evaluate",
+]
+__version__ = "0.1.0"

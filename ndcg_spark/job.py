@@ -1,0 +1,287 @@
+"""The evaluation job: config (TOML + flags) -> read -> evaluate -> write.
+
+``main(spark, config)`` does the work and is what tests call; ``run(argv)`` is the command line
+(``ndcg-spark`` and ``spark-submit jobs/evaluate_ndcg.py``): it parses and validates the config
+once, starts or joins a SparkSession, and turns every failure into one line on stderr and an
+exit code (see :mod:`ndcg_spark.errors`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import time
+import tomllib
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence
+
+from ndcg_spark.errors import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    INPUT_ERROR_TAG,
+    ConfigError,
+    InputDataError,
+    NdcgError,
+)
+from ndcg_spark.options import EvaluationOptions, check_known_keys
+
+FORMATS = ("parquet", "csv", "json", "orc")
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    """Everything the job needs: where to read and write, and the evaluation options."""
+
+    recommendations: str
+    relevance: str
+    output: str
+    format: str = "parquet"
+    master: Optional[str] = None
+    options: EvaluationOptions = field(default_factory=EvaluationOptions)
+
+    def __post_init__(self) -> None:
+        if self.format not in FORMATS:
+            raise ConfigError(f"format = {self.format!r} is not one of {', '.join(FORMATS)}")
+        for name in ("recommendations", "relevance", "output"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value.strip():
+                raise ConfigError(f"{name} is required (a path or a catalog table); set it in the config or as --{name}")
+
+    @classmethod
+    def from_mapping(cls, values: Dict[str, Any]) -> "JobConfig":
+        job_keys = [f.name for f in dataclasses.fields(cls) if f.name != "options"]
+        option_keys = list(EvaluationOptions.names())
+        check_known_keys(values, job_keys + option_keys, "config key")
+        job = {k: v for k, v in values.items() if k in job_keys}
+        opts = EvaluationOptions.from_mapping({k: v for k, v in values.items() if k in option_keys})
+        missing = [k for k in ("recommendations", "relevance", "output") if k not in job]
+        if missing:
+            raise ConfigError(
+                f"{missing[0]} is required (a path or a catalog table); set it in the config or as --{missing[0]}"
+            )
+        return cls(options=opts, **job)
+
+    def to_dict(self) -> Dict[str, Any]:
+        settings = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "options"}
+        options = dataclasses.asdict(self.options)
+        options["k"] = [("all" if k is None else k) for k in self.options.cutoffs]
+        return {**settings, **options}
+
+
+# ----------------------------------------------------------------------------- command line
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ndcg-spark",
+        description="Per-user and mean NDCG@k of recommendations against graded relevance, on Spark.",
+    )
+    parser.add_argument("--config", help="TOML file with any of the options below; flags override it.")
+    parser.add_argument("--recommendations", help="Path or catalog table of the recommendations.")
+    parser.add_argument("--relevance", help="Path or catalog table of the relevance judgements.")
+    parser.add_argument("--format", help=f"Input format of paths: {', '.join(FORMATS)} (default parquet).")
+    parser.add_argument("--output", help="Output directory (per_user/, summary/, summary.json).")
+    parser.add_argument("--master", help="Spark master when not launched by spark-submit (default local[*]).")
+    parser.add_argument("--verbose", action="store_true", help="Print Spark's stack trace on errors.")
+    for f in dataclasses.fields(EvaluationOptions):
+        flag = "--" + f.name.replace("_", "-")
+        help_text = f.metadata["help"] + f" (default: {_show_default(f.default)})"
+        if f.type in (bool, "bool"):
+            parser.add_argument(flag, dest=f.name, type=_parse_bool, metavar="true|false", help=help_text)
+        else:
+            parser.add_argument(flag, dest=f.name, help=help_text)
+    return parser
+
+
+def _show_default(value: Any) -> str:
+    return "all" if value is None else str(value)
+
+
+def _parse_bool(text: str) -> bool:
+    lowered = text.lower()
+    if lowered in ("true", "1", "yes", "on"):
+        return True
+    if lowered in ("false", "0", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def parse_config(argv: Sequence[str]) -> tuple[JobConfig, bool]:
+    """Config from the TOML file named by ``--config`` with the flags laid over it."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(list(argv))
+    except SystemExit as exc:  # argparse already printed its one-line reason
+        raise ConfigError("invalid command line (see the message above)") from exc
+    values: Dict[str, Any] = {}
+    if args.config:
+        values.update(load_toml(args.config))
+    flags = {k: v for k, v in vars(args).items() if k not in ("config", "verbose") and v is not None}
+    values.update(flags)
+    return JobConfig.from_mapping(values), args.verbose
+
+
+def load_toml(path: str) -> Dict[str, Any]:
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    # Relative input and output paths in a config file are relative to the file itself.
+    base = os.path.dirname(os.path.abspath(path))
+    for key in ("recommendations", "relevance", "output"):
+        value = data.get(key)
+        if isinstance(value, str) and value.startswith("./") or isinstance(value, str) and value.startswith("../"):
+            data[key] = os.path.normpath(os.path.join(base, value))
+    return data
+
+
+# ----------------------------------------------------------------------------- the job
+
+
+def read_table(spark, source: str, fmt: str, what: str):
+    """A path (anything with a slash or a URI scheme, or that exists) or else a catalog table."""
+    is_path = "/" in source or "://" in source or os.path.exists(source)
+    try:
+        if not is_path:
+            return spark.read.table(source)
+        reader = spark.read.format(fmt)
+        if fmt == "csv":
+            reader = reader.option("header", "true").option("inferSchema", "true")
+        return reader.load(source)
+    except Exception as exc:  # AnalysisException: path or table not found, unreadable format
+        reason = _first_line(exc)
+        raise InputDataError(f"cannot read {what} {source!r} as {fmt if is_path else 'a table'}: {reason}") from exc
+
+
+def main(spark, config: JobConfig) -> Dict[str, Any]:
+    """Read both tables, evaluate, write ``per_user/``, ``summary/`` and ``summary.json``.
+
+    Returns the manifest that was written to ``summary.json``.
+    """
+    from ndcg_spark.evaluate import evaluate
+
+    started = time.time()
+    recs = read_table(spark, config.recommendations, config.format, "recommendations")
+    rel = read_table(spark, config.relevance, config.format, "relevance")
+    result = evaluate(recs, rel, **dataclasses.asdict(config.options)).persist()
+    try:
+        result.per_user.write.mode("overwrite").parquet(os.path.join(config.output, "per_user"))
+        summary_df = result.summary
+        summary_df.write.mode("overwrite").parquet(os.path.join(config.output, "summary"))
+        metrics = [row.asDict() for row in summary_df.collect()]
+    finally:
+        result.unpersist()
+    manifest = {
+        "metrics": metrics,
+        "settings": config.to_dict(),
+        "input_rows": {"recommendations": recs.count(), "relevance": rel.count()},
+        "spark_version": spark.version,
+        "duration_seconds": round(time.time() - started, 3),
+    }
+    _write_manifest(spark, config.output, manifest)
+    return manifest
+
+
+def _write_manifest(spark, output: str, manifest: Dict[str, Any]) -> None:
+    text = json.dumps(manifest, indent=2, default=str)
+    if "://" in output and not output.startswith("file:"):
+        # Remote file systems: one text file through Spark, renamed by the committer.
+        spark.createDataFrame([(text,)], "value string").coalesce(1).write.mode("overwrite").text(
+            os.path.join(output, "summary.json.d")
+        )
+        return
+    path = output[len("file:"):] if output.startswith("file:") else output
+    os.makedirs(path, exist_ok=True)
+    tmp = os.path.join(path, ".summary.json.tmp")
+    with open(tmp, "w") as fh:
+        fh.write(text + "\n")
+    os.replace(tmp, os.path.join(path, "summary.json"))
+
+
+def format_summary(metrics: List[Dict[str, Any]]) -> str:
+    """The summary as a fixed-width text table."""
+    columns = ["k", "users", "mean_ndcg", "mean_dcg", "std_ndcg", "users_zero_idcg",
+               "users_without_recommendations", "users_excluded"]
+    headers = ["k", "users", "mean_ndcg", "mean_dcg", "std_ndcg", "zero_idcg", "no_recs", "excluded"]
+
+    def cell(value: Any) -> str:
+        if value is None:
+            return "-"
+        if isinstance(value, float):
+            return f"{value:.6f}"
+        return str(value)
+
+    rows = [["all" if m["k"] is None else str(m["k"])] + [cell(m[c]) for c in columns[1:]] for m in metrics]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.rjust(w) for h, w in zip(headers, widths))]
+    lines += ["  ".join(v.rjust(w) for v, w in zip(r, widths)) for r in rows]
+    return "\n".join(lines)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    for line in text.splitlines():
+        line = line.strip()
+        if line:
+            return line
+    return type(exc).__name__
+
+
+def classify_error(exc: BaseException) -> tuple[int, str]:
+    """Exit code and one-line message for any exception the job can meet."""
+    if isinstance(exc, NdcgError):
+        return exc.exit_code, str(exc).splitlines()[0]
+    text = str(exc)
+    if INPUT_ERROR_TAG in text:
+        tail = text[text.index(INPUT_ERROR_TAG) + len(INPUT_ERROR_TAG):].lstrip(": ")
+        return InputDataError.exit_code, "invalid input: " + tail.splitlines()[0].split(" SQLSTATE")[0]
+    return EXIT_FAILURE, f"{type(exc).__name__}: {_first_line(exc)}"
+
+
+def run(argv: Optional[Sequence[str]] = None) -> int:
+    """Command-line entry point; returns the exit code."""
+    argv = sys.argv[1:] if argv is None else argv
+    verbose = "--verbose" in argv
+    spark = None
+    try:
+        config, verbose = parse_config(argv)
+        spark = _spark_session(config)
+        manifest = main(spark, config)
+        print(format_summary(manifest["metrics"]))
+        print(f"wrote {config.output}")
+        return EXIT_OK
+    except BaseException as exc:  # noqa: BLE001 - every failure becomes one line and an exit code
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        code, message = classify_error(exc)
+        if verbose:
+            import traceback
+
+            traceback.print_exc()
+        print(f"ndcg-spark: error: {message}", file=sys.stderr)
+        return code
+
+
+def _spark_session(config: JobConfig):
+    """Join the session spark-submit started, or start a local one with quiet logs."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName("ndcg-spark")
+    if config.master:
+        builder = builder.master(config.master)
+    if not os.environ.get("SPARK_ENV_LOADED") and "pyspark-shell" not in os.environ.get("PYSPARK_SUBMIT_ARGS", ""):
+        # Launched as a plain Python program: keep stderr for our one-line messages.
+        log_conf = os.path.join(os.path.dirname(__file__), "log4j2.properties")
+        builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log_conf}")
+        builder = builder.config("spark.ui.showConsoleProgress", "false")
+    return builder.getOrCreate()
+
+
+def entrypoint() -> None:
+    sys.exit(run())

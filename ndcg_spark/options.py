@@ -1,0 +1,158 @@
+"""The evaluation options: one typed, validated object shared by the library and the job.
+
+Every field of :class:`EvaluationOptions` is a keyword argument of :func:`ndcg_spark.evaluate`,
+a key of the job's TOML config and a ``--flag`` of the job (underscores become dashes), so the
+three cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Optional, Tuple
+
+from ndcg_spark.errors import ConfigError
+
+#: Default column names, in one place.
+USER_COL = "user_id"
+ITEM_COL = "item_id"
+SCORE_COL = "score"
+RELEVANCE_COL = "relevance"
+
+GAINS = ("linear", "exponential")
+ZERO_IDCG_POLICIES = ("zero", "exclude")
+NO_RECOMMENDATIONS_POLICIES = ("include", "exclude")
+DUPLICATE_RELEVANCE_POLICIES = ("error", "max")
+TIE_BREAKS = ("item_ascending", "item_descending")
+
+#: Spelling of the "whole list" cutoff in configs and flags (``k = None`` in Python).
+WHOLE_LIST = "all"
+
+
+def _opt(default: Any, help: str, choices: Optional[Tuple[str, ...]] = None) -> Any:
+    return field(default=default, metadata={"help": help, "choices": choices})
+
+
+@dataclass(frozen=True)
+class EvaluationOptions:
+    """What to compute and how; validated on construction.
+
+    Build it with :meth:`from_mapping` to accept config-file spellings (``k = "5,10"``).
+    """
+
+    k: Optional[Tuple[Optional[int], ...]] = _opt(
+        None,
+        "Cutoffs, e.g. 5,10,20. 'all' (or omitting k) means each user's own list length.",
+    )
+    gain: str = _opt("linear", "Gain of a relevance value: linear (rel) or exponential (2^rel - 1).", GAINS)
+    user_col: str = _opt(USER_COL, "User (or query) column of both tables.")
+    item_col: str = _opt(ITEM_COL, "Item (or document) column of both tables.")
+    score_col: str = _opt(SCORE_COL, "Score column of the recommendations; higher ranks first.")
+    rank_col: Optional[str] = _opt(
+        None, "Rank column of the recommendations (1 = first); when set, it is used instead of the score."
+    )
+    relevance_col: str = _opt(RELEVANCE_COL, "Relevance column of the ground-truth table.")
+    tie_break: str = _opt(
+        "item_ascending",
+        "Order of recommendations with equal score (or rank): item_ascending, or item_descending as trec_eval.",
+        TIE_BREAKS,
+    )
+    zero_idcg: str = _opt(
+        "zero",
+        "Users with no positive relevance (IDCG = 0): 'zero' scores them NDCG 0.0, 'exclude' leaves them out.",
+        ZERO_IDCG_POLICIES,
+    )
+    no_recommendations: str = _opt(
+        "include",
+        "Users with relevance rows but no recommendations: 'include' with DCG 0, or 'exclude'.",
+        NO_RECOMMENDATIONS_POLICIES,
+    )
+    duplicate_relevance: str = _opt(
+        "error",
+        "A (user, item) repeated in the relevance table: 'error', or 'max' keeps the largest relevance.",
+        DUPLICATE_RELEVANCE_POLICIES,
+    )
+    cap_ideal_at_list_length: bool = _opt(
+        False,
+        "Cut the ideal list at min(k, list length) instead of k (seed 004's calc_ndcg); off penalises short lists.",
+    )
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "k", _parse_k(self.k))
+        for f in dataclasses.fields(self):
+            choices = f.metadata.get("choices")
+            value = getattr(self, f.name)
+            if choices and value not in choices:
+                raise ConfigError(f"{f.name} = {value!r} is not one of {', '.join(choices)}")
+        for name in ("user_col", "item_col", "score_col", "relevance_col", "rank_col"):
+            value = getattr(self, name)
+            if value is None and name == "rank_col":
+                continue
+            if not isinstance(value, str) or not value:
+                raise ConfigError(f"{name} must be a non-empty column name, got {value!r}")
+        if not isinstance(self.cap_ideal_at_list_length, bool):
+            raise ConfigError(
+                f"cap_ideal_at_list_length must be true or false, got {self.cap_ideal_at_list_length!r}"
+            )
+        if len({self.user_col, self.item_col}) < 2:
+            raise ConfigError("user_col and item_col must be different columns")
+
+    @property
+    def cutoffs(self) -> Tuple[Optional[int], ...]:
+        """The cutoffs to compute; ``None`` stands for each user's whole list."""
+        return self.k if self.k else (None,)
+
+    @property
+    def largest_k(self) -> Optional[int]:
+        """The largest finite cutoff, or ``None`` when the whole list is needed."""
+        return None if None in self.cutoffs else max(self.cutoffs)  # type: ignore[type-var]
+
+    @classmethod
+    def names(cls) -> Tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def from_mapping(cls, values: dict) -> "EvaluationOptions":
+        """Build options from a config mapping, refusing unknown keys with a suggestion."""
+        check_known_keys(values, cls.names(), "option")
+        return cls(**values)
+
+
+def check_known_keys(values: Iterable[str], known: Iterable[str], what: str) -> None:
+    known = list(known)
+    for key in values:
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; valid keys: {', '.join(known)}"
+            raise ConfigError(f"unknown {what} {key!r}{hint}")
+
+
+def _parse_k(value: Any) -> Optional[Tuple[Optional[int], ...]]:
+    """Accept 10, "5,10,all", [5, 10], None; return a sorted tuple without repeats, or None."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        items: list = [v.strip() for v in value.split(",")]
+    elif isinstance(value, (list, tuple)):
+        items = list(value)
+    else:
+        items = [value]
+    parsed = []
+    for item in items:
+        if item is None or (isinstance(item, str) and item.lower() in (WHOLE_LIST, "none", "list")):
+            parsed.append(None)
+            continue
+        if isinstance(item, bool):
+            raise ConfigError(f"k must hold positive integers or '{WHOLE_LIST}', got {item!r}")
+        if isinstance(item, str):
+            if not item.strip().lstrip("+").isdigit():
+                raise ConfigError(f"k must hold positive integers or '{WHOLE_LIST}', got {item!r}")
+            item = int(item)
+        if not isinstance(item, int) or item < 1:
+            raise ConfigError(f"k must hold positive integers or '{WHOLE_LIST}', got {item!r}")
+        parsed.append(item)
+    if not parsed:
+        raise ConfigError("k is empty")
+    finite = sorted({p for p in parsed if p is not None})
+    return tuple(finite) + ((None,) if None in parsed else ())

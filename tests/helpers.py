@@ -1,0 +1,44 @@
+"""Small builders shared by the tests."""
+
+from __future__ import annotations
+
+import math
+from typing import Dict, Iterable, List, Optional, Sequence
+
+from pyspark.sql import DataFrame, SparkSession
+
+RECS_SCHEMA = "user_id int, item_id string, score double"
+REL_SCHEMA = "user_id int, item_id string, relevance double"
+PER_USER_SCHEMA = (
+    "user_id int, k int, cg double, dcg double, idcg double, ndcg double, n_recommended int, n_relevant int"
+)
+
+
+def ranked_lists(spark: SparkSession, lists: Dict[int, Sequence], item_type: str = "string") -> DataFrame:
+    """Recommendations from {user: [item at rank 1, item at rank 2, ...]} with descending scores."""
+    rows = [(u, item, float(len(items) - i)) for u, items in lists.items() for i, item in enumerate(items)]
+    return spark.createDataFrame(rows, f"user_id int, item_id {item_type}, score double")
+
+
+def judged(spark: SparkSession, rels: Dict[int, Dict], item_type: str = "string") -> DataFrame:
+    rows = [(u, item, float(r)) for u, m in rels.items() for item, r in m.items()]
+    return spark.createDataFrame(rows, f"user_id int, item_id {item_type}, relevance double")
+
+
+def dcg(gains: Iterable[float]) -> float:
+    """Reference DCG written the way the seeds write it."""
+    return sum(g / math.log2(i + 2) for i, g in enumerate(gains))
+
+
+def reference_ndcg(ranked: List, rel: Dict, k: Optional[int], exponential: bool = False) -> float:
+    """Seed-004-style NDCG with an uncapped ideal cutoff, used as an independent oracle."""
+    g = (lambda r: 2.0**r - 1.0) if exponential else (lambda r: r)
+    cut = len(ranked) if k is None else k
+    seen = set()
+    gains = []
+    for item in ranked[:cut]:
+        gains.append(0.0 if item in seen else g(rel.get(item, 0.0)))
+        seen.add(item)
+    ideal = [g(r) for r in sorted(rel.values(), reverse=True)[:cut]]
+    idcg = dcg(ideal)
+    return dcg(gains) / idcg if idcg > 0 else 0.0
