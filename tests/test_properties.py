@@ -1,0 +1,58 @@
+"""Properties on random graded data: bounds, the ideal list, invariance to row order and partitioning."""
+
+from __future__ import annotations
+
+import pytest
+from chispa import assert_df_equality
+from pyspark.sql import functions as F
+
+from ndcg_spark import evaluate
+from tests.helpers import reference_ndcg
+from tests.test_oracles import _frames, _random_graded
+
+CUTOFFS = [1, 3, 10, 100, "all"]
+
+
+@pytest.fixture(scope="module")
+def random_tables(spark):
+    recs, rels = _random_graded(seed=3, users=60, ties=True)
+    return recs, rels, _frames(spark, recs, rels)
+
+
+@pytest.mark.parametrize("gain", ["linear", "exponential"])
+def test_ndcg_between_zero_and_one_and_equals_reference(spark, random_tables, gain):
+    recs, rels, (rec_df, rel_df) = random_tables
+    rows = evaluate(rec_df, rel_df, k=CUTOFFS, gain=gain).per_user.collect()
+    assert len(rows) == len(recs) * len(CUTOFFS)
+    for row in rows:
+        assert 0.0 <= row.ndcg <= 1.0
+        # Reference ranking: score descending, then item ascending (the documented tie-break).
+        ranked = sorted(recs[row.user_id], key=lambda i: (-recs[row.user_id][i], i))
+        expected = reference_ndcg(ranked, rels[row.user_id], row.k, exponential=gain == "exponential")
+        assert row.ndcg == pytest.approx(expected, abs=1e-12)
+
+
+def test_ideal_list_scores_one(spark, random_tables):
+    _, rels, (_, rel_df) = random_tables
+    ideal = [
+        (u, item, float(-pos))
+        for u, m in rels.items()
+        for pos, item in enumerate(sorted(m, key=lambda i: (-m[i], i)))
+    ]
+    rec_df = spark.createDataFrame(ideal, "user_id int, item_id string, score double")
+    for row in evaluate(rec_df, rel_df, k=CUTOFFS, gain="exponential").per_user.collect():
+        assert row.ndcg == pytest.approx(0.0 if row.idcg == 0 else 1.0, abs=1e-12)
+
+
+def test_invariant_to_row_order_and_partitions(spark, random_tables):
+    _, _, (rec_df, rel_df) = random_tables
+    baseline = evaluate(rec_df, rel_df, k=CUTOFFS).per_user.orderBy("user_id", "k")
+    shuffled_recs = rec_df.orderBy(F.rand(5)).repartition(7)
+    shuffled_rel = rel_df.repartition(3).orderBy("relevance", "item_id")
+    previous = spark.conf.get("spark.sql.shuffle.partitions")
+    try:
+        spark.conf.set("spark.sql.shuffle.partitions", "11")
+        other = evaluate(shuffled_recs, shuffled_rel, k=CUTOFFS).per_user.orderBy("user_id", "k")
+        assert_df_equality(other, baseline)  # exact: per-user sums run in a fixed order
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", previous)
