@@ -167,6 +167,9 @@ def main(spark, config: JobConfig) -> Dict[str, Any]:
     from ndcg_spark.evaluate import evaluate
 
     started = time.time()
+    # Let adaptive execution coalesce the partitions of the cached per-user frame, or a small
+    # input is written as spark.sql.shuffle.partitions tiny files.
+    spark.conf.set("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "true")
     recs = read_table(spark, config.recommendations, config.format, "recommendations")
     rel = read_table(spark, config.relevance, config.format, "relevance")
     result = evaluate(recs, rel, **dataclasses.asdict(config.options)).persist()
@@ -225,11 +228,10 @@ def format_summary(metrics: List[Dict[str, Any]]) -> str:
 
 
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    for line in text.splitlines():
+    for line in str(exc).strip().splitlines():
         line = line.strip()
         if line:
-            return line
+            return line.split(" SQLSTATE:")[0]
     return type(exc).__name__
 
 
@@ -240,7 +242,7 @@ def classify_error(exc: BaseException) -> tuple[int, str]:
     text = str(exc)
     if INPUT_ERROR_TAG in text:
         tail = text[text.index(INPUT_ERROR_TAG) + len(INPUT_ERROR_TAG):].lstrip(": ")
-        return InputDataError.exit_code, "invalid input: " + tail.splitlines()[0].split(" SQLSTATE")[0]
+        return InputDataError.exit_code, "invalid input: " + tail.splitlines()[0].split(" SQLSTATE:")[0]
     return EXIT_FAILURE, f"{type(exc).__name__}: {_first_line(exc)}"
 
 

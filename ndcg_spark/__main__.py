@@ -1,0 +1,3 @@
+from ndcg_spark.job import entrypoint
+
+entrypoint()

@@ -1,0 +1,155 @@
+"""The job through its command line: config + flags, outputs, figures, errors and exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from chispa import assert_df_equality
+
+from ndcg_spark import evaluate
+from ndcg_spark.errors import EXIT_CONFIG, EXIT_INPUT, EXIT_OK
+from ndcg_spark.job import run
+from tests.helpers import reference_ndcg
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _write(df, path, fmt="parquet"):
+    df.write.mode("overwrite").format(fmt).option("header", "true").save(str(path))
+    return str(path)
+
+
+def _manifest(out: Path) -> dict:
+    return json.loads((out / "summary.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def suite_inputs(spark, tmp_path_factory):
+    """Spark's RankingMetricsSuite graded case as Parquet files."""
+    base = tmp_path_factory.mktemp("suite")
+    preds = {1: [1, 6, 2, 7, 8, 3, 9, 10, 4, 5], 2: [4, 1, 5, 6, 2, 7, 3, 8, 9, 10], 3: [1, 2, 3, 4, 5]}
+    recs = spark.createDataFrame(
+        [(u, i, float(len(p) - r)) for u, p in preds.items() for r, i in enumerate(p)],
+        "user_id int, item_id int, score double",
+    )
+    rel = spark.createDataFrame(
+        [(1, 1, 3.0), (1, 2, 2.0), (1, 3, 1.0), (1, 4, 1.0), (1, 5, 1.0), (2, 1, 2.0), (2, 2, 0.0), (2, 3, 0.0)],
+        "user_id int, item_id int, relevance double",
+    )
+    return _write(recs, base / "recs"), _write(rel, base / "rel"), recs, rel
+
+
+def test_job_reproduces_ranking_metrics_suite(spark, suite_inputs, tmp_path, capsys):
+    recs_path, rel_path, recs, rel = suite_inputs
+    out = tmp_path / "out"
+    code = run(["--recommendations", recs_path, "--relevance", rel_path, "--output", str(out),
+                "--k", "3,5,10", "--gain", "exponential"])
+    assert code == EXIT_OK
+    metrics = {m["k"]: m for m in _manifest(out)["metrics"]}
+    assert metrics[3]["mean_ndcg"] == pytest.approx(0.511959, abs=1e-5)
+    assert metrics[5]["mean_ndcg"] == pytest.approx(0.487806, abs=1e-5)
+    assert metrics[10]["mean_ndcg"] == pytest.approx(0.518700, abs=1e-5)
+    manifest = _manifest(out)
+    assert manifest["input_rows"] == {"recommendations": 25, "relevance": 8}
+    assert manifest["settings"]["gain"] == "exponential" and manifest["settings"]["k"] == [3, 5, 10]
+    # The Parquet outputs are the library's frames.
+    library = evaluate(recs, rel, k=[3, 5, 10], gain="exponential")
+    assert_df_equality(
+        spark.read.parquet(str(out / "per_user")).orderBy("user_id", "k"),
+        library.per_user.orderBy("user_id", "k"),
+        ignore_nullable=True,
+    )
+    assert_df_equality(spark.read.parquet(str(out / "summary")).orderBy("k"), library.summary, ignore_nullable=True)
+    printed = capsys.readouterr().out
+    assert "mean_ndcg" in printed and "0.511960" in printed  # printed to 6 places
+
+
+def test_job_reproduces_trec_eval(spark, data_dir, tmp_path):
+    from tests.test_oracles import _trec_expected, _trec_tables
+
+    results, qrels = _trec_tables(spark, data_dir)
+    recs_path = _write(results.select("user_id", "item_id", "score"), tmp_path / "run")
+    rel_path = _write(qrels.select("user_id", "item_id", "relevance"), tmp_path / "qrels")
+    out = tmp_path / "out"
+    code = run(["--recommendations", recs_path, "--relevance", rel_path, "--output", str(out),
+                "--k", "5,10,15,20,30,100,200,500,1000", "--tie-break", "item_descending"])
+    assert code == EXIT_OK
+    means = {m["k"]: m["mean_ndcg"] for m in _manifest(out)["metrics"]}
+    expected = _trec_expected(data_dir / "trec_eval" / "out.test.a", per_topic=False)
+    assert len(expected) == 9
+    for (_, k), value in expected.items():
+        assert means[k] == pytest.approx(value, abs=5e-5), k
+
+
+def test_config_file_with_flags_overriding(spark, suite_inputs, tmp_path):
+    recs_path, rel_path, _, _ = suite_inputs
+    config = tmp_path / "job.toml"
+    config.write_text(
+        f'recommendations = "{recs_path}"\nrelevance = "{rel_path}"\noutput = "{tmp_path / "out"}"\n'
+        'k = [3]\ngain = "exponential"\n'
+    )
+    assert run(["--config", str(config), "--gain", "linear"]) == EXIT_OK
+    manifest = _manifest(tmp_path / "out")
+    assert manifest["settings"]["gain"] == "linear"
+    assert [m["k"] for m in manifest["metrics"]] == [3]
+    preds = {1: [1, 6, 2], 2: [4, 1, 5], 3: [1, 2, 3]}
+    rels = {1: {1: 3.0, 2: 2.0, 3: 1.0, 4: 1.0, 5: 1.0}, 2: {1: 2.0, 2: 0.0, 3: 0.0}, 3: {}}
+    expected = sum(reference_ndcg(preds[u], rels[u], 3) for u in preds) / 3
+    assert manifest["metrics"][0]["mean_ndcg"] == pytest.approx(expected, abs=1e-12)
+
+
+@pytest.mark.parametrize(
+    "argv, code, words",
+    [
+        (["--k", "0"], EXIT_CONFIG, "k must hold positive integers"),
+        (["--gain", "cubic"], EXIT_CONFIG, "gain = 'cubic' is not one of linear, exponential"),
+        (["--format", "xls"], EXIT_CONFIG, "format = 'xls' is not one of"),
+        (["--zero-idcg", "nan"], EXIT_CONFIG, "zero_idcg = 'nan' is not one of zero, exclude"),
+    ],
+)
+def test_bad_flags_exit_2_with_one_line(suite_inputs, tmp_path, capsys, argv, code, words):
+    recs_path, rel_path, _, _ = suite_inputs
+    out = tmp_path / "out"
+    assert run(["--recommendations", recs_path, "--relevance", rel_path, "--output", str(out), *argv]) == code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and words in err[0]
+    assert not out.exists()
+
+
+def test_unknown_config_key_suggests_the_nearest(tmp_path, capsys):
+    config = tmp_path / "job.toml"
+    config.write_text('recomendations = "x"\n')
+    assert run(["--config", str(config)]) == EXIT_CONFIG
+    assert "unknown config key 'recomendations'; did you mean 'recommendations'?" in capsys.readouterr().err
+
+
+def test_missing_input_exits_3(tmp_path, capsys):
+    out = tmp_path / "out"
+    code = run(["--recommendations", str(tmp_path / "nope"), "--relevance", str(tmp_path / "nope2"),
+                "--output", str(out)])
+    assert code == EXIT_INPUT
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot read recommendations" in err[0] and "does not exist" in err[0]
+    assert not out.exists()
+
+
+def test_readme_sample_command_end_to_end(tmp_path):
+    """The README's first command, as a new user runs it: a fresh process with its own local Spark."""
+    out = tmp_path / "sample"
+    proc = subprocess.run(
+        [sys.executable, "-m", "ndcg_spark", "--config", str(ROOT / "conf" / "sample.toml"), "--output", str(out)],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "mean_ndcg" in proc.stdout
+    manifest = _manifest(out)
+    assert [m["k"] for m in manifest["metrics"]] == [1, 5, 10, 20]
+    # 610 MovieLens users plus user 999, whose one rating fell in the test split: no recommendations, still counted.
+    assert all(m["users"] == 611 and m["users_without_recommendations"] == 1 for m in manifest["metrics"])
+    assert manifest["input_rows"] == {"recommendations": 12200, "relevance": 20418}
