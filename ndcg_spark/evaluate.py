@@ -14,7 +14,7 @@ The plan, chosen so that the recommendations are shuffled once and only their to
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -30,6 +30,7 @@ from ndcg_spark.functions import (
     sum_first,
 )
 from ndcg_spark.options import EvaluationOptions
+from ndcg_spark.validation import check_key_types, check_schema, guard_rows, quote, split_rows
 
 # Internal column names; the inputs are narrowed to the configured columns first, so these
 # cannot collide with the caller's own columns (other than the user key, which keeps its name).
@@ -50,6 +51,7 @@ HAS_RECS = "__ndcg_has_recommendations"
 HAS_JUDGED = "__ndcg_has_relevance_rows"
 DUP_RECS = "__ndcg_duplicate_recommendations"
 DUP_REL = "__ndcg_duplicate_relevance"
+JUDGED_ROWS = "__ndcg_relevance_rows"
 EXCLUDED = "__ndcg_excluded"
 
 #: Columns of ``EvaluationResult.per_user`` after the user column.
@@ -88,6 +90,7 @@ class EvaluationResult:
 
     scored: DataFrame
     options: EvaluationOptions
+    rejected: Optional[Dict[str, DataFrame]] = None
 
     @property
     def per_user(self) -> DataFrame:
@@ -98,6 +101,35 @@ class EvaluationResult:
     def summary(self) -> DataFrame:
         """One row per k, ascending (the whole-list cutoff last), with means and policy counts."""
         return summarize(self.scored)
+
+    @property
+    def accounting(self) -> DataFrame:
+        """One row of per-user sums that account for the input rows that reached the metric.
+
+        ``recommendations_evaluated``: rows within the largest k; ``recommendations_repeated``:
+        repeats among them (slot kept, no gain); ``recommendations_excluded``: first occurrences
+        of users left out by a policy; ``recommendations_used`` the rest. Likewise for relevance,
+        where ``relevance_collapsed`` counts rows merged by ``duplicate_relevance = "max"``.
+        """
+        one_k = self.scored.filter(F.col("k").eqNullSafe(F.lit(self.options.cutoffs[0])))
+        excluded = F.col(EXCLUDED)
+        firsts = F.col("n_recommended") - F.col(DUP_RECS)
+        judged = F.col(JUDGED_ROWS) - F.col(DUP_REL)
+
+        def total(c: Column) -> Column:
+            return F.coalesce(F.sum(c), F.lit(0)).cast("long")
+
+        return one_k.agg(
+            total(F.col("n_recommended")).alias("recommendations_evaluated"),
+            total(F.when(~excluded, firsts)).alias("recommendations_used"),
+            total(F.col(DUP_RECS)).alias("recommendations_repeated"),
+            total(F.when(excluded, firsts)).alias("recommendations_excluded"),
+            total(F.when(~excluded, judged)).alias("relevance_used"),
+            total(F.col(DUP_REL)).alias("relevance_collapsed"),
+            total(F.when(excluded, judged)).alias("relevance_excluded"),
+            F.count(F.lit(1)).alias("users"),
+            total(F.when(excluded, 1)).alias("users_excluded"),
+        )
 
     def persist(self) -> "EvaluationResult":
         """Cache the per-user figures so ``per_user`` and ``summary`` share one computation."""
@@ -133,6 +165,17 @@ def evaluate(recommendations: DataFrame, relevance: DataFrame, **options: Any) -
     0.6309
     """
     opts = EvaluationOptions.from_mapping(options)
+    check_schema(recommendations, "recommendations", opts)
+    check_schema(relevance, "relevance", opts)
+    check_key_types(recommendations, relevance, opts)
+    rejected = None
+    if opts.on_invalid_rows == "quarantine":
+        recommendations, rejected_recs = split_rows(recommendations, "recommendations", opts)
+        relevance, rejected_rel = split_rows(relevance, "relevance", opts)
+        rejected = {"recommendations": rejected_recs, "relevance": rejected_rel}
+    else:
+        recommendations = guard_rows(recommendations, "recommendations", opts)
+        relevance = guard_rows(relevance, "relevance", opts)
     recs = select_recommendations(recommendations, opts)
     rel = select_relevance(relevance, opts, item_type=recs.schema[ITEM].dataType)
     ranked = recs.transform(with_position, opts).transform(filter_top_k, opts.largest_k)
@@ -143,25 +186,25 @@ def evaluate(recommendations: DataFrame, relevance: DataFrame, **options: Any) -
         .transform(with_cutoffs, opts)
         .transform(with_exclusions, opts)
     )
-    return EvaluationResult(scored=per_user, options=opts)
+    return EvaluationResult(scored=per_user, options=opts, rejected=rejected)
 
 
 def select_recommendations(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
     """Narrow the recommendations to user, item and the ordering key (smaller ranks first)."""
     if opts.rank_col:
-        order = F.col(_quote(opts.rank_col))
+        order = F.col(quote(opts.rank_col)).cast("double")
     else:
-        order = -F.col(_quote(opts.score_col)).cast("double")
+        order = -F.col(quote(opts.score_col)).cast("double")
     return df.select(
-        F.col(_quote(opts.user_col)).alias(opts.user_col),
-        F.col(_quote(opts.item_col)).alias(ITEM),
+        F.col(quote(opts.user_col)).alias(opts.user_col),
+        F.col(quote(opts.item_col)).alias(ITEM),
         order.alias(ORDER),
     )
 
 
 def select_relevance(df: DataFrame, opts: EvaluationOptions, item_type: T.DataType) -> DataFrame:
     """Narrow the ground truth to user, item and relevance (as double), item typed as in the recommendations."""
-    item = F.col(_quote(opts.item_col))
+    item = F.col(quote(opts.item_col))
     rel_item_type = df.schema[opts.item_col].dataType if opts.item_col in df.columns else None
     if rel_item_type is not None and rel_item_type != item_type:
         both_integral = isinstance(rel_item_type, _INTEGRAL) and isinstance(item_type, _INTEGRAL)
@@ -171,10 +214,13 @@ def select_relevance(df: DataFrame, opts: EvaluationOptions, item_type: T.DataTy
                 f"but {rel_item_type.simpleString()} in the relevance table; store both with one type"
             )
         item = item.cast(item_type)
+    relevance = F.col(quote(opts.relevance_col)).cast("double")
+    if opts.negative_relevance == "clip":
+        relevance = F.greatest(relevance, F.lit(0.0))
     return df.select(
-        F.col(_quote(opts.user_col)).alias(opts.user_col),
+        F.col(quote(opts.user_col)).alias(opts.user_col),
         item.alias(ITEM),
-        F.col(_quote(opts.relevance_col)).cast("double").alias(REL),
+        relevance.alias(REL),
     )
 
 
@@ -199,16 +245,24 @@ def filter_top_k(df: DataFrame, k: Optional[int]) -> DataFrame:
 def recommendation_lists(ranked: DataFrame, opts: EvaluationOptions) -> DataFrame:
     """One row per user: the recommended items in position order, and how many repeat."""
     # collect_list order is not defined after a shuffle: sort by position explicitly.
-    in_order = F.array_sort(F.collect_list(F.struct(F.col(POSITION), F.col(ITEM))))
+    fields = [F.col(POSITION), F.col(ITEM)] + ([F.col(ORDER)] if opts.rank_col else [])
+    in_order = F.array_sort(F.collect_list(F.struct(*fields)))
     items = F.transform(F.col(RANKED), lambda x: x[ITEM])
+    if opts.rank_col and opts.on_invalid_rows == "error":
+        ranks = F.transform(F.col(RANKED), lambda x: x[ORDER])
+        message = F.concat(
+            F.lit(
+                f"{INPUT_ERROR_TAG}: recommendations column {opts.rank_col!r} has two items at the same rank "
+                f"for one user, e.g. {opts.user_col}="
+            ),
+            F.col(opts.user_col).cast("string"),
+        )
+        items = F.when(F.size(F.array_distinct(ranks)) < F.size(ranks), F.raise_error(message)).otherwise(items)
     return (
         ranked.groupBy(opts.user_col)
         .agg(in_order.alias(RANKED))
-        .select(
-            opts.user_col,
-            items.alias(ITEMS),
-            (F.size(F.col(RANKED)) - F.size(F.array_distinct(items))).alias(DUP_RECS),
-        )
+        .select(opts.user_col, items.alias(ITEMS))
+        .withColumn(DUP_RECS, F.size(F.col(ITEMS)) - F.size(F.array_distinct(F.col(ITEMS))))
     )
 
 
@@ -238,7 +292,12 @@ def relevance_lists(rel: DataFrame, opts: EvaluationOptions) -> DataFrame:
     return (
         rel.groupBy(opts.user_col)
         .agg(F.collect_list(F.struct(F.col(ITEM), F.col(REL))).alias(JUDGED))
-        .select(opts.user_col, resolved.alias("__ndcg_resolved"), n_repeats.alias(DUP_REL))
+        .select(
+            opts.user_col,
+            resolved.alias("__ndcg_resolved"),
+            n_repeats.alias(DUP_REL),
+            F.size(judged).alias(JUDGED_ROWS),
+        )
         .select(
             opts.user_col,
             F.map_from_entries(resolved_col).alias(REL_MAP),
@@ -246,6 +305,7 @@ def relevance_lists(rel: DataFrame, opts: EvaluationOptions) -> DataFrame:
             F.size(F.filter(resolved_col, lambda x: x[REL] > 0)).alias("n_relevant"),
             F.lit(True).alias(HAS_JUDGED),
             DUP_REL,
+            JUDGED_ROWS,
         )
     )
 
@@ -263,6 +323,7 @@ def with_gains(joined: DataFrame, opts: EvaluationOptions) -> DataFrame:
         F.col(HAS_JUDGED).isNotNull().alias(HAS_JUDGED),
         F.coalesce(F.col(DUP_RECS), F.lit(0)).alias(DUP_RECS),
         F.coalesce(F.col(DUP_REL), F.lit(0)).alias(DUP_REL),
+        F.coalesce(F.col(JUDGED_ROWS), F.lit(0)).alias(JUDGED_ROWS),
         gains.alias(GAINS),
         discounted_gains(gains).alias(DGAINS),
         discounted_gains(ideal_gains).alias(IDGAINS),
@@ -331,8 +392,3 @@ def _top(values: Column, opts: EvaluationOptions) -> Column:
     """The first ``largest_k`` values (all of them when a whole-list cutoff is asked for)."""
     k = opts.largest_k
     return values if k is None else F.slice(values, 1, k)
-
-
-def _quote(name: str) -> str:
-    """Quote a column name so dots, spaces and backticks are taken literally."""
-    return "`" + name.replace("`", "``") + "`"

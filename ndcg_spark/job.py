@@ -159,36 +159,106 @@ def read_table(spark, source: str, fmt: str, what: str):
         raise InputDataError(f"cannot read {what} {source!r} as {fmt if is_path else 'a table'}: {reason}") from exc
 
 
-def main(spark, config: JobConfig) -> Dict[str, Any]:
-    """Read both tables, evaluate, write ``per_user/``, ``summary/`` and ``summary.json``.
+def check_output(output: str) -> None:
+    """Refuse to overwrite a local directory that holds something other than our own output."""
+    path = output[len("file:"):] if output.startswith("file:") else output
+    if "://" in path or not os.path.exists(path):
+        return
+    if not os.path.isdir(path):
+        raise ConfigError(f"output {output} is a file, not a directory")
+    entries = set(os.listdir(path))
+    ours = {"per_user", "summary", "summary.json", "rejected", ".summary.json.tmp"}
+    if entries and not entries & {"summary.json", "per_user"} or entries - ours:
+        strange = sorted(entries - ours)[:3]
+        raise ConfigError(
+            f"output {output} already holds other data ({', '.join(strange) or 'unknown files'}); "
+            "choose an empty directory or a previous ndcg-spark output"
+        )
 
-    Returns the manifest that was written to ``summary.json``.
+
+def main(spark, config: JobConfig) -> Dict[str, Any]:
+    """Read both tables, validate, evaluate, write ``per_user/``, ``summary/`` (and ``rejected/``),
+    then ``summary.json`` last. Returns the manifest written to ``summary.json``.
     """
     from ndcg_spark.evaluate import evaluate
+    from ndcg_spark.validation import validate
 
     started = time.time()
     # Let adaptive execution coalesce the partitions of the cached per-user frame, or a small
     # input is written as spark.sql.shuffle.partitions tiny files.
     spark.conf.set("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "true")
+    check_output(config.output)
     recs = read_table(spark, config.recommendations, config.format, "recommendations")
     rel = read_table(spark, config.relevance, config.format, "relevance")
-    result = evaluate(recs, rel, **dataclasses.asdict(config.options)).persist()
+    options = dataclasses.asdict(config.options)
+    reports = validate(recs, rel, **options)
+    result = evaluate(recs, rel, **options).persist()
     try:
         result.per_user.write.mode("overwrite").parquet(os.path.join(config.output, "per_user"))
         summary_df = result.summary
         summary_df.write.mode("overwrite").parquet(os.path.join(config.output, "summary"))
         metrics = [row.asDict() for row in summary_df.collect()]
+        sums = result.accounting.first().asDict()
+        rejected = _write_rejected(spark, result, config.output)
     finally:
         result.unpersist()
+    rows = account_rows({t: r.rows for t, r in reports.items()}, rejected, sums)
     manifest = {
         "metrics": metrics,
+        "rows": rows,
         "settings": config.to_dict(),
-        "input_rows": {"recommendations": recs.count(), "relevance": rel.count()},
+        "input_rows": {t: r.rows for t, r in reports.items()},
         "spark_version": spark.version,
         "duration_seconds": round(time.time() - started, 3),
     }
     _write_manifest(spark, config.output, manifest)
     return manifest
+
+
+def _write_rejected(spark, result, output: str) -> Dict[str, Dict[str, int]]:
+    """Write quarantined rows to ``DIR/rejected/<table>/`` and count them per reason."""
+    counts: Dict[str, Dict[str, int]] = {"recommendations": {}, "relevance": {}}
+    if not result.rejected:
+        return counts
+    for table, frame in result.rejected.items():
+        path = os.path.join(output, "rejected", table)
+        frame.write.mode("overwrite").parquet(path)
+        for row in spark.read.parquet(path).groupBy("reason").count().collect():
+            counts[table][row["reason"]] = row["count"]
+    return counts
+
+
+def account_rows(read: Dict[str, int], rejected: Dict[str, Dict[str, int]], sums: Dict[str, int]) -> Dict[str, Any]:
+    """Every input row as used or set aside for a reason; raises if they do not add up."""
+    recs_valid = read["recommendations"] - sum(rejected["recommendations"].values())
+    tables = {
+        "recommendations": {
+            "read": read["recommendations"],
+            "used": sums["recommendations_used"],
+            "set_aside": {
+                **{f"invalid: {k}": v for k, v in sorted(rejected["recommendations"].items())},
+                "beyond the largest k": recs_valid - sums["recommendations_evaluated"],
+                "repeated item (slot kept, no gain)": sums["recommendations_repeated"],
+                "users excluded by a policy": sums["recommendations_excluded"],
+            },
+        },
+        "relevance": {
+            "read": read["relevance"],
+            "used": sums["relevance_used"],
+            "set_aside": {
+                **{f"invalid: {k}": v for k, v in sorted(rejected["relevance"].items())},
+                "duplicates collapsed (max)": sums["relevance_collapsed"],
+                "users excluded by a policy": sums["relevance_excluded"],
+            },
+        },
+    }
+    for table, t in tables.items():
+        if min(t["set_aside"].values(), default=0) < 0 or t["read"] != t["used"] + sum(t["set_aside"].values()):
+            raise NdcgError(
+                f"row accounting of {table} does not add up: read {t['read']} != used {t['used']} + "
+                f"set aside {sum(t['set_aside'].values())} {t['set_aside']}"
+            )
+    return tables
 
 
 def _write_manifest(spark, output: str, manifest: Dict[str, Any]) -> None:
@@ -207,8 +277,8 @@ def _write_manifest(spark, output: str, manifest: Dict[str, Any]) -> None:
     os.replace(tmp, os.path.join(path, "summary.json"))
 
 
-def format_summary(metrics: List[Dict[str, Any]]) -> str:
-    """The summary as a fixed-width text table."""
+def format_summary(metrics: List[Dict[str, Any]], accounting: Optional[Dict[str, Any]] = None) -> str:
+    """The summary as a fixed-width text table, then one line of row accounting per table."""
     columns = ["k", "users", "mean_ndcg", "mean_dcg", "std_ndcg", "users_zero_idcg",
                "users_without_recommendations", "users_excluded"]
     headers = ["k", "users", "mean_ndcg", "mean_dcg", "std_ndcg", "zero_idcg", "no_recs", "excluded"]
@@ -220,10 +290,13 @@ def format_summary(metrics: List[Dict[str, Any]]) -> str:
             return f"{value:.6f}"
         return str(value)
 
-    rows = [["all" if m["k"] is None else str(m["k"])] + [cell(m[c]) for c in columns[1:]] for m in metrics]
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    table_rows = [["all" if m["k"] is None else str(m["k"])] + [cell(m[c]) for c in columns[1:]] for m in metrics]
+    widths = [max(len(h), *(len(r[i]) for r in table_rows)) if table_rows else len(h) for i, h in enumerate(headers)]
     lines = ["  ".join(h.rjust(w) for h, w in zip(headers, widths))]
-    lines += ["  ".join(v.rjust(w) for v, w in zip(r, widths)) for r in rows]
+    lines += ["  ".join(v.rjust(w) for v, w in zip(r, widths)) for r in table_rows]
+    for table, t in (accounting or {}).items():
+        aside = ", ".join(f"{k} {v}" for k, v in t["set_aside"].items() if v)
+        lines.append(f"{table}: read {t['read']} = used {t['used']}" + (f" + {aside}" if aside else ""))
     return "\n".join(lines)
 
 
@@ -255,7 +328,7 @@ def run(argv: Optional[Sequence[str]] = None) -> int:
         config, verbose = parse_config(argv)
         spark = _spark_session(config)
         manifest = main(spark, config)
-        print(format_summary(manifest["metrics"]))
+        print(format_summary(manifest["metrics"], manifest["rows"]))
         print(f"wrote {config.output}")
         return EXIT_OK
     except BaseException as exc:  # noqa: BLE001 - every failure becomes one line and an exit code

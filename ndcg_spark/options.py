@@ -25,6 +25,8 @@ ZERO_IDCG_POLICIES = ("zero", "exclude")
 NO_RECOMMENDATIONS_POLICIES = ("include", "exclude")
 DUPLICATE_RELEVANCE_POLICIES = ("error", "max")
 TIE_BREAKS = ("item_ascending", "item_descending")
+NEGATIVE_RELEVANCE_POLICIES = ("error", "clip")
+INVALID_ROWS_POLICIES = ("error", "quarantine")
 
 #: Spelling of the "whole list" cutoff in configs and flags (``k = None`` in Python).
 WHOLE_LIST = "all"
@@ -72,6 +74,17 @@ class EvaluationOptions:
         "error",
         "A (user, item) repeated in the relevance table: 'error', or 'max' keeps the largest relevance.",
         DUPLICATE_RELEVANCE_POLICIES,
+    )
+    negative_relevance: str = _opt(
+        "error",
+        "Negative relevance: 'error' (trec_eval would silently treat it as unjudged), or 'clip' it to 0.",
+        NEGATIVE_RELEVANCE_POLICIES,
+    )
+    on_invalid_rows: str = _opt(
+        "error",
+        "Rows with a null, NaN, infinite, negative or out-of-range value, a bad rank or a repeated judgement: "
+        "'error' stops the run; 'quarantine' sets them aside with a reason (the job writes them to DIR/rejected/).",
+        INVALID_ROWS_POLICIES,
     )
     cap_ideal_at_list_length: bool = _opt(
         False,

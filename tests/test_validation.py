@@ -1,0 +1,248 @@
+"""Bad input never produces a number: each case through the library and through the command line."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from chispa import assert_df_equality
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import PySparkException
+
+from ndcg_spark import InputDataError, evaluate
+from ndcg_spark.errors import EXIT_CONFIG, EXIT_INPUT, EXIT_OK
+from ndcg_spark.job import run
+from ndcg_spark.validation import validate
+
+GOOD_RECS = [(1, "a", 0.9), (1, "b", 0.8), (2, "a", 0.7), (2, "c", 0.6)]
+GOOD_REL = [(1, "a", 2.0), (1, "c", 1.0), (2, "c", 3.0)]
+RECS_SCHEMA = "user_id int, item_id string, score double"
+REL_SCHEMA = "user_id int, item_id string, relevance double"
+
+
+def _tables(spark, recs_rows=None, rel_rows=None, recs_schema=RECS_SCHEMA, rel_schema=REL_SCHEMA):
+    recs = spark.createDataFrame(GOOD_RECS if recs_rows is None else recs_rows, recs_schema)
+    rel = spark.createDataFrame(GOOD_REL if rel_rows is None else rel_rows, rel_schema)
+    return recs, rel
+
+
+def _run_cli(spark, tmp_path, recs, rel, *flags):
+    recs_path, rel_path = str(tmp_path / "recs"), str(tmp_path / "rel")
+    recs.write.mode("overwrite").parquet(recs_path)
+    rel.write.mode("overwrite").parquet(rel_path)
+    out = tmp_path / "out"
+    code = run(["--recommendations", recs_path, "--relevance", rel_path, "--output", str(out), *flags])
+    return code, out
+
+
+# Each case: recommendations rows + schema, relevance rows + schema, options, words of the message.
+ROW_CASES = {
+    "null user": dict(recs=GOOD_RECS + [(None, "z", 0.5)], words="recommendations column 'user_id' is null in 1 row, e.g. user_id=null/item_id=z"),
+    "null item": dict(rel=GOOD_REL + [(2, None, 1.0)], words="relevance column 'item_id' is null in 1 row, e.g. user_id=2/item_id=null"),
+    "null score": dict(recs=GOOD_RECS + [(3, "q", None), (4, "q", None)], words="recommendations column 'score' is null in 2 rows, e.g. user_id=3/item_id=q, user_id=4/item_id=q"),
+    "null relevance": dict(rel=GOOD_REL + [(2, "d", None)], words="relevance column 'relevance' is null in 1 row"),
+    "NaN score": dict(recs=GOOD_RECS + [(3, "q", float("nan"))], words="recommendations column 'score' is NaN or infinite in 1 row, e.g. user_id=3/item_id=q"),
+    "infinite relevance": dict(rel=GOOD_REL + [(2, "d", float("inf"))], words="relevance column 'relevance' is NaN or infinite in 1 row"),
+    "negative relevance": dict(rel=GOOD_REL + [(2, "d", -1.0)], words="relevance column 'relevance' is negative (set negative_relevance = \"clip\" to read it as 0) in 1 row"),
+    "exponential overflow": dict(rel=GOOD_REL + [(2, "d", 2000.0)], options={"gain": "exponential"}, words="is 1024 or more, so 2^rel - 1 overflows a double under exponential gain in 1 row"),
+    "duplicate relevance": dict(rel=GOOD_REL + [(1, "a", 1.0)], words="relevance key (user_id, item_id) appears more than once"),
+    "rank not positive": dict(
+        recs=[(1, "a", 1), (1, "b", 0)], recs_schema="user_id int, item_id string, rank int", options={"rank_col": "rank"},
+        words="recommendations column 'rank' is not a positive integer in 1 row, e.g. user_id=1/item_id=b",
+    ),
+    "rank not integer": dict(
+        recs=[(1, "a", 1.0), (1, "b", 1.5)], recs_schema="user_id int, item_id string, rank double", options={"rank_col": "rank"},
+        words="recommendations column 'rank' is not a positive integer in 1 row",
+    ),
+    "rank tie": dict(
+        recs=[(1, "a", 1), (1, "b", 1), (2, "a", 1)], recs_schema="user_id int, item_id string, rank int", options={"rank_col": "rank"},
+        words="recommendations column 'rank' has two items at the same rank for one user",
+    ),
+}
+
+
+def _flags(options):
+    flags = []
+    for key, value in (options or {}).items():
+        flags += ["--" + key.replace("_", "-"), str(value)]
+    return flags
+
+
+@pytest.mark.parametrize("case", list(ROW_CASES), ids=list(ROW_CASES))
+def test_row_problems_stop_the_library(spark, case):
+    spec = ROW_CASES[case]
+    recs, rel = _tables(spark, spec.get("recs"), spec.get("rel"), spec.get("recs_schema", RECS_SCHEMA))
+    options = spec.get("options", {})
+    # validate(): count and examples.
+    with pytest.raises(InputDataError) as info:
+        validate(recs, rel, **options)
+    assert spec["words"] in str(info.value)
+    # evaluate() alone: the guard fails the run when the figures are computed.
+    words = spec["words"].split(" in 1 row")[0].split(" in 2 rows")[0]
+    if case == "duplicate relevance":
+        words = "more than one row for a (user_id, item_id) pair"
+    with pytest.raises((PySparkException, Py4JJavaError)) as info:
+        evaluate(recs, rel, k=[2], **options).summary.collect()
+    assert words in str(info.value)
+
+
+@pytest.mark.parametrize("case", ["null score", "negative relevance", "rank tie", "duplicate relevance"])
+def test_row_problems_through_the_command_line(spark, tmp_path, capsys, case):
+    spec = ROW_CASES[case]
+    recs, rel = _tables(spark, spec.get("recs"), spec.get("rel"), spec.get("recs_schema", RECS_SCHEMA))
+    code, out = _run_cli(spark, tmp_path, recs, rel, *_flags(spec.get("options")))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == EXIT_INPUT
+    assert len(err) == 1 and spec["words"] in err[0]
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "recs_schema, rel_schema, words",
+    [
+        ("user_id int, item_id string, scor double", REL_SCHEMA,
+         "recommendations table has no column 'score' (it has: user_id, item_id, scor); did you mean 'scor'?"),
+        (RECS_SCHEMA, "user_id int, item_id string, relevanse double",
+         "relevance table has no column 'relevance' (it has: user_id, item_id, relevanse); did you mean 'relevanse'?"),
+        ("user_id int, item_id string, score string", REL_SCHEMA,
+         "recommendations column 'score' has type string; accepted types: tinyint, smallint, int, bigint, float, double or decimal"),
+        (RECS_SCHEMA, "user_id int, item_id string, relevance string",
+         "relevance column 'relevance' has type string"),
+        ("user_id double, item_id string, score double", REL_SCHEMA,
+         "recommendations column 'user_id' has type double; accepted types: tinyint, smallint, int, bigint or string"),
+        ("user_id string, item_id string, score double", REL_SCHEMA,
+         "column 'user_id' is string in the recommendations but int in the relevance table"),
+    ],
+)
+def test_schema_problems(spark, tmp_path, capsys, recs_schema, rel_schema, words):
+    cast = {"string": str, "double": float, "int": int}
+    recs_types = [t.split()[-1] for t in recs_schema.split(",")]
+    rel_types = [t.split()[-1] for t in rel_schema.split(",")]
+    recs_rows = [tuple(cast[t](v) for t, v in zip(recs_types, r)) for r in GOOD_RECS]
+    rel_rows = [tuple(cast[t](v) for t, v in zip(rel_types, r)) for r in GOOD_REL]
+    recs, rel = _tables(spark, recs_rows, rel_rows, recs_schema, rel_schema)
+    with pytest.raises(InputDataError) as info:
+        evaluate(recs, rel)
+    assert words in str(info.value)
+    code, out = _run_cli(spark, tmp_path, recs, rel)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == EXIT_INPUT and len(err) == 1 and words in err[0]
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("table", ["recommendations", "relevance"])
+def test_empty_table(spark, tmp_path, capsys, table):
+    recs, rel = _tables(spark, [] if table == "recommendations" else None, [] if table == "relevance" else None)
+    with pytest.raises(InputDataError, match=f"{table} table is empty"):
+        validate(recs, rel)
+    code, out = _run_cli(spark, tmp_path, recs, rel)
+    assert code == EXIT_INPUT and f"{table} table is empty" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_unreadable_format(spark, tmp_path, capsys):
+    csv = tmp_path / "recs.csv"
+    csv.write_text("user_id,item_id,score\n1,a,0.5\n")
+    code = run(["--recommendations", str(csv), "--relevance", str(csv), "--output", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == EXIT_INPUT and len(err) == 1
+    assert "cannot read recommendations" in err[0] and "as parquet" in err[0]
+
+
+def test_unknown_catalog_table(tmp_path, capsys):
+    code = run(["--recommendations", "no_such_table", "--relevance", "nor_this", "--output", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == EXIT_INPUT and "cannot read recommendations 'no_such_table' as a table" in err[0]
+
+
+def test_output_holding_other_data_is_refused(spark, tmp_path, capsys):
+    recs, rel = _tables(spark)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "important.csv").write_text("keep me")
+    code, out = _run_cli(spark, tmp_path, recs, rel)
+    assert code == EXIT_CONFIG
+    assert "already holds other data (important.csv)" in capsys.readouterr().err
+    assert (out / "important.csv").read_text() == "keep me"
+    # A previous ndcg-spark output is replaced.
+    (out / "important.csv").unlink()
+    assert _run_cli(spark, tmp_path, recs, rel)[0] == EXIT_OK
+    assert _run_cli(spark, tmp_path, recs, rel, "--k", "1")[0] == EXIT_OK
+
+
+def test_negative_relevance_clipped_to_zero(spark):
+    recs, rel = _tables(spark, rel_rows=GOOD_REL + [(2, "a", -2.0)])
+    clipped = evaluate(recs, rel, k=[2], negative_relevance="clip").per_user.orderBy("user_id")
+    zero = evaluate(*_tables(spark, rel_rows=GOOD_REL + [(2, "a", 0.0)]), k=[2]).per_user.orderBy("user_id")
+    assert_df_equality(clipped, zero)
+
+
+def test_awkward_column_names_through_the_command_line(spark, tmp_path):
+    recs = spark.createDataFrame(GOOD_RECS, "`user id` int, `a.b` string, `s``core` double")
+    rel = spark.createDataFrame(GOOD_REL, "`user id` int, `a.b` string, relevance double")
+    code, out = _run_cli(spark, tmp_path, recs, rel, "--user-col", "user id", "--item-col", "a.b",
+                         "--score-col", "s`core", "--k", "2")
+    assert code == EXIT_OK
+    assert spark.read.parquet(str(out / "per_user")).columns[0] == "user id"
+
+
+# ----------------------------------------------------------------------------- quarantine
+
+
+def _inject(rng, rows, bad_rows, n):
+    picks = [bad_rows[i] for i in rng.integers(0, len(bad_rows), size=n)]
+    mixed = rows + picks
+    order = rng.permutation(len(mixed))
+    return [mixed[i] for i in order]
+
+
+def test_quarantine_equals_clean_rows_alone_and_accounting_adds_up(spark, tmp_path):
+    rng = np.random.default_rng(42)
+    clean_recs = [(u, f"i{i}", float(s)) for u in range(30) for i, s in zip(rng.choice(40, 12, replace=False), rng.permutation(12))]
+    clean_rel = [(u, f"i{i}", float(rng.integers(0, 5))) for u in range(30) for i in rng.choice(40, 8, replace=False)]
+    bad_recs = [(None, "i1", 0.5), (3, None, 0.5), (4, "i2", None), (5, "i3", float("nan")), (6, "i4", float("-inf"))]
+    bad_rel = [(None, "i1", 1.0), (3, None, 1.0), (4, "i2", None), (5, "i99", -1.0), (6, "i98", float("nan"))]
+    recs = spark.createDataFrame(_inject(rng, clean_recs, bad_recs, 17), RECS_SCHEMA)
+    rel = spark.createDataFrame(_inject(rng, clean_rel, bad_rel, 11), REL_SCHEMA)
+    cutoffs = ["1", "5", "10"]
+
+    code, out = _run_cli(spark, tmp_path, recs, rel, "--on-invalid-rows", "quarantine", "--k", ",".join(cutoffs))
+    assert code == EXIT_OK
+    expected = evaluate(*_tables(spark, clean_recs, clean_rel), k=[1, 5, 10])
+    assert_df_equality(
+        spark.read.parquet(str(out / "per_user")).orderBy("user_id", "k"),
+        expected.per_user.orderBy("user_id", "k"),
+        ignore_nullable=True,
+    )
+    rejected = spark.read.parquet(str(out / "rejected" / "recommendations"))
+    assert rejected.count() == 17 and "reason" in rejected.columns
+    assert spark.read.parquet(str(out / "rejected" / "relevance")).count() == 11
+    manifest = json.loads((out / "summary.json").read_text())
+    for table, n_bad, n_all in (("recommendations", 17, len(clean_recs) + 17), ("relevance", 11, len(clean_rel) + 11)):
+        rows = manifest["rows"][table]
+        assert rows["read"] == n_all
+        assert rows["read"] == rows["used"] + sum(rows["set_aside"].values())
+        assert sum(v for k, v in rows["set_aside"].items() if k.startswith("invalid: ")) == n_bad
+    # Library: the same split, lazily.
+    result = evaluate(recs, rel, k=[1, 5, 10], on_invalid_rows="quarantine")
+    assert_df_equality(result.per_user.orderBy("user_id", "k"), expected.per_user.orderBy("user_id", "k"))
+    assert result.rejected["relevance"].count() == 11
+
+
+def test_accounting_counts_each_reason(spark, tmp_path):
+    recs = spark.createDataFrame(
+        [(1, "a", 0.9), (1, "a", 0.8), (1, "b", 0.7), (1, "c", 0.6), (2, "a", 0.5), (3, "a", 0.4)], RECS_SCHEMA
+    )
+    rel = spark.createDataFrame([(1, "a", 1.0), (1, "a", 2.0), (2, "b", 0.0), (4, "a", 1.0)], REL_SCHEMA)
+    code, out = _run_cli(spark, tmp_path, recs, rel, "--k", "2", "--duplicate-relevance", "max",
+                         "--zero-idcg", "exclude")
+    assert code == EXIT_OK
+    rows = json.loads((out / "summary.json").read_text())["rows"]
+    assert rows["recommendations"] == {
+        "read": 6, "used": 1,
+        "set_aside": {"beyond the largest k": 2, "repeated item (slot kept, no gain)": 1, "users excluded by a policy": 2},
+    }
+    assert rows["relevance"] == {
+        "read": 4, "used": 2,
+        "set_aside": {"duplicates collapsed (max)": 1, "users excluded by a policy": 1},
+    }
