@@ -318,20 +318,36 @@ def time_variants(spark, variants: Dict[str, Callable[[], object]], repeat: int,
     for _ in range(warmup - 1):
         for fn in variants.values():
             fn()
+    jvm_pid = spark._jvm.ProcessHandle.current().pid()
+    for res in results.values():
+        res["cpu_samples"], res["loadavg_1m"] = [], []
     for round_ in range(repeat):
         for name, fn in variants.items():
             spark._jvm.System.gc()
-            started = time.perf_counter()
+            cpu0, started = jvm_cpu_seconds(jvm_pid), time.perf_counter()
             check = fn()
-            elapsed = time.perf_counter() - started
+            elapsed, cpu = time.perf_counter() - started, jvm_cpu_seconds(jvm_pid) - cpu0
+            load = os.getloadavg()[0]
             results[name]["samples"].append(elapsed)
+            results[name]["cpu_samples"].append(cpu)
+            results[name]["loadavg_1m"].append(load)
             results[name]["check"] = results[name]["check"] or check
-            log(f"round {round_ + 1}/{repeat} {name}: {elapsed:.2f}s")
+            log(f"round {round_ + 1}/{repeat} {name}: {elapsed:.2f}s wall, {cpu:.2f}s JVM CPU, load {load:.2f}")
     for res in results.values():
         res["median"] = statistics.median(res["samples"])
         res["min"] = min(res["samples"])
         res["max"] = max(res["samples"])
+        res["cpu_median"] = statistics.median(res["cpu_samples"])
     return results
+
+
+def jvm_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of the Spark JVM so far (all its threads), from /proc."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return float("nan")
 
 
 def ratio_line(name: str, value: float, target: float) -> str:
@@ -355,21 +371,28 @@ def run_main(spark, args, log, out: dict) -> None:
     print()
     print(f"== main: {args.users} users, {rows:,} recommendation rows, {spec.rel_layout.total:,} relevance rows,"
           f" repeat={args.repeat} (medians, seconds) ==")
-    print(f"{'':5} {'median':>8} {'min':>8} {'max':>8}  {'Mrows/s':>8}  what | check")
+    print(f"{'':5} {'median':>8} {'min':>8} {'max':>8} {'JVM CPU':>8} {'Mrows/s':>8}  what | check")
     for name, r in res.items():
-        print(f"{name:5} {r['median']:8.2f} {r['min']:8.2f} {r['max']:8.2f}  {rows / r['median'] / 1e6:8.2f}"
-              f"  {DESCRIPTIONS[name]} | {r['check']}")
+        print(f"{name:5} {r['median']:8.2f} {r['min']:8.2f} {r['max']:8.2f} {r['cpu_median']:8.2f}"
+              f" {rows / r['median'] / 1e6:8.2f}  {DESCRIPTIONS[name]} | {r['check']}")
     med = {name: r["median"] for name, r in res.items()}
-    ratios = {"b/d": med["b"] / med["d"], "c/b100": med["c"] / med["b100"], "b/a": med["b"] / med["a"]}
+    cpu = {name: r["cpu_median"] for name, r in res.items()}
+    pairs = {"b/d": ("b", "d"), "c/b100": ("c", "b100"), "b/a": ("b", "a")}
+    ratios = {n: med[x] / med[y] for n, (x, y) in pairs.items()}
+    cpu_ratios = {n: cpu[x] / cpu[y] for n, (x, y) in pairs.items()}
+    print(f"(median wall seconds; 'JVM CPU' = median CPU seconds of the Spark JVM per run, less sensitive to other "
+          f"load; 1-min load average during the runs: {min(min(r['loadavg_1m']) for r in res.values()):.2f}"
+          f"..{max(max(r['loadavg_1m']) for r in res.values()):.2f})")
     print()
     for name, value in ratios.items():
-        print(ratio_line(name, value, TARGETS[name]))
+        print(ratio_line(name, value, TARGETS[name]) + f"   (JVM CPU ratio {cpu_ratios[name]:.3f})")
     out["main"] = {
         "data": asdict(spec),
         "recommendation_rows": rows,
         "relevance_rows": spec.rel_layout.total,
         "results": res,
         "ratios": ratios,
+        "cpu_ratios": cpu_ratios,
         "targets_met": {n: v <= TARGETS[n] for n, v in ratios.items()},
     }
 
@@ -378,39 +401,43 @@ def run_sweep(spark, args, log, out: dict) -> None:
     import ndcg_spark
 
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
-    table = []
-    for users in sizes:
-        spec = DataSpec(users, args.list_length, args.relevant, seed=args.seed)
-        paths = generate(spark, spec, Path(args.data_dir), log)
+    specs = {users: DataSpec(users, args.list_length, args.relevant, seed=args.seed) for users in sizes}
+    paths = {users: generate(spark, spec, Path(args.data_dir), log) for users, spec in specs.items()}
 
-        def run_b(paths=paths):
-            recs, rel = spark.read.parquet(paths["recs"]), spark.read.parquet(paths["rel"])
-            return ndcg_spark.evaluate(recs, rel, k=[10]).summary.collect()[0].mean_ndcg
+    def run_b(p):
+        def run():
+            recs, rel = spark.read.parquet(p["recs"]), spark.read.parquet(p["rel"])
+            return f"ndcg@10={ndcg_spark.evaluate(recs, rel, k=[10]).summary.collect()[0].mean_ndcg:.5f}"
 
-        res = time_variants(spark, {f"b@{users}": run_b}, args.repeat, log, args.warmup)[f"b@{users}"]
-        table.append({"users": users, "recommendation_rows": spec.recs_layout.total,
-                      "relevance_rows": spec.rel_layout.total, **res})
+        return run
+
+    # All sizes in the same round-robin, so drift in the machine's load hits each alike.
+    timed = time_variants(spark, {f"b@{u}": run_b(paths[u]) for u in sizes}, args.repeat, log, args.warmup)
+    table = [{"users": u, "recommendation_rows": specs[u].recs_layout.total,
+              "relevance_rows": specs[u].rel_layout.total, **timed[f"b@{u}"]} for u in sizes]
     print()
     print(f"== sweep of (b) ndcg_spark.evaluate k=[10] .summary, repeat={args.repeat} (medians, seconds) ==")
-    print(f"{'users':>9} {'rec rows':>12} {'rel rows':>11} {'median':>8} {'s/Mrow':>7} {'rows x':>7} {'time x':>7}"
-          f"  target")
+    print(f"{'users':>9} {'rec rows':>12} {'rel rows':>11} {'median':>8} {'JVM CPU':>8} {'s/Mrow':>7} {'rows x':>7}"
+          f" {'time x':>7} {'CPU x':>7}  target")
     lines = []
     for i, row in enumerate(table):
         s_per_m = row["median"] / (row["recommendation_rows"] / 1e6)
-        extra = ""
         if i:
             prev = table[i - 1]
             rows_x = row["recommendation_rows"] / prev["recommendation_rows"]
             time_x = row["median"] / prev["median"]
+            cpu_x = row["cpu_median"] / prev["cpu_median"]
             # time(2N)/time(N) <= 2.1, i.e. 5% over linear; the same slack for other steps.
             target = TARGETS["scaling_2x"] * rows_x / 2
-            row["rows_ratio"], row["time_ratio"], row["target"] = rows_x, time_x, target
-            extra = f"{rows_x:7.2f} {time_x:7.2f}  <= {target:.2f} {'MET' if time_x <= target else 'NOT MET'}"
-            lines.append(ratio_line(f"t({row['users']})/t({prev['users']})", time_x, round(target, 3)))
+            row.update(rows_ratio=rows_x, time_ratio=time_x, cpu_ratio=cpu_x, target=target)
+            extra = (f"{rows_x:7.2f} {time_x:7.2f} {cpu_x:7.2f}  <= {target:.2f} "
+                     f"{'MET' if time_x <= target else 'NOT MET'}")
+            lines.append(ratio_line(f"t({row['users']})/t({prev['users']})", time_x, round(target, 3))
+                         + f"   (JVM CPU ratio {cpu_x:.3f})")
         else:
-            extra = f"{'':7} {'':7}"
+            extra = f"{'':7} {'':7} {'':7}"
         print(f"{row['users']:9d} {row['recommendation_rows']:12,d} {row['relevance_rows']:11,d} "
-              f"{row['median']:8.2f} {s_per_m:7.2f} {extra}")
+              f"{row['median']:8.2f} {row['cpu_median']:8.2f} {s_per_m:7.2f} {extra}")
     if len(table) > 1:
         first, last = table[0], table[-1]
         exponent = math.log(last["median"] / first["median"]) / math.log(
@@ -423,34 +450,41 @@ def run_sweep(spark, args, log, out: dict) -> None:
 
 
 def run_skew(spark, args, log, out: dict) -> None:
-    plain = DataSpec(args.users, args.list_length, args.relevant, seed=args.seed)
-    skewed = DataSpec(args.users, args.list_length, args.relevant, skew=True, skew_users=args.skew_users,
-                      skew_factor=args.skew_factor, seed=args.seed)
-    res = {}
-    for label, spec in (("unskewed", plain), ("skewed", skewed)):
-        paths = generate(spark, spec, Path(args.data_dir), log)
-        variants = make_variants(spark, paths)
-        timed = time_variants(spark, {f"{n}:{label}": variants[n] for n in ("a", "b")}, args.repeat, log, args.warmup)
-        res[label] = {"spec": asdict(spec), "recs_layout": asdict(spec.recs_layout),
-                      "rel_layout": asdict(spec.rel_layout),
-                      **{n.split(":")[0]: r for n, r in timed.items()}}
+    specs = {
+        "unskewed": DataSpec(args.users, args.list_length, args.relevant, seed=args.seed),
+        "skewed": DataSpec(args.users, args.list_length, args.relevant, skew=True, skew_users=args.skew_users,
+                           skew_factor=args.skew_factor, seed=args.seed),
+    }
+    variants = {}
+    for label, spec in specs.items():
+        made = make_variants(spark, generate(spark, spec, Path(args.data_dir), log))
+        variants.update({f"{n}:{label}": made[n] for n in ("a", "b")})
+    timed = time_variants(spark, variants, args.repeat, log, args.warmup)
+    res = {label: {"spec": asdict(spec), "recs_layout": asdict(spec.recs_layout),
+                   "rel_layout": asdict(spec.rel_layout),
+                   "a": timed[f"a:{label}"], "b": timed[f"b:{label}"]} for label, spec in specs.items()}
     print()
-    print(f"== skew: same total rows, repeat={args.repeat} (medians, seconds) ==")
-    print(f"{'dataset':9} {'rec rows':>12} {'rel rows':>11} {'longest list':>13} {'typical':>8} "
-          f"{'(a) floor':>10} {'(b) ndcg':>9}  check (b)")
-    for label, spec in (("unskewed", plain), ("skewed", skewed)):
+    print(f"== skew: same total rows, repeat={args.repeat} (medians; wall seconds, JVM CPU seconds) ==")
+    print(f"{'dataset':9} {'rec rows':>12} {'rel rows':>11} {'longest':>14} {'typical':>8} "
+          f"{'(a) wall':>9} {'(a) CPU':>8} {'(b) wall':>9} {'(b) CPU':>8}  check (b)")
+    for label, spec in specs.items():
         rl, ql = spec.recs_layout, spec.rel_layout
         r = res[label]
-        print(f"{label:9} {rl.total:12,d} {ql.total:11,d} {f'{rl.max_len}/{ql.max_len}':>13} "
-              f"{f'{rl.q}/{ql.q}':>8} {r['a']['median']:10.2f} {r['b']['median']:9.2f}  {r['b']['check']}")
-    print(f"(skewed: {skewed.recs_layout.heavy_users} users with {skewed.recs_layout.heavy_len:,} recommendations and "
-          f"{skewed.rel_layout.heavy_len:,} relevance rows each; lists shown as recommendations/relevance)")
+        print(f"{label:9} {rl.total:12,d} {ql.total:11,d} {f'{rl.max_len}/{ql.max_len}':>14} "
+              f"{f'{rl.q}/{ql.q}':>8} {r['a']['median']:9.2f} {r['a']['cpu_median']:8.2f} "
+              f"{r['b']['median']:9.2f} {r['b']['cpu_median']:8.2f}  {r['b']['check']}")
+    sk = specs["skewed"]
+    print(f"(lists as recommendations/relevance per user; skewed: {sk.recs_layout.heavy_users} users with "
+          f"{sk.recs_layout.heavy_len:,} recommendations and {sk.rel_layout.heavy_len:,} relevance rows each)")
     ratio = res["skewed"]["b"]["median"] / res["unskewed"]["b"]["median"]
+    cpu_ratio = res["skewed"]["b"]["cpu_median"] / res["unskewed"]["b"]["cpu_median"]
     floor_ratio = res["skewed"]["a"]["median"] / res["unskewed"]["a"]["median"]
     print()
-    print(ratio_line("skew/unskewed", ratio, TARGETS["skew/unskewed"]) + "   (b), skewed run finished: yes")
+    print(ratio_line("skew/unskewed", ratio, TARGETS["skew/unskewed"])
+          + f"   (JVM CPU ratio {cpu_ratio:.3f}); (b) on the skewed data finished: yes")
     print(f"(floor (a) skewed/unskewed = {floor_ratio:.3f}, for reference)")
-    out["skew"] = {**res, "ratio_b": ratio, "ratio_a": floor_ratio, "target_met": ratio <= TARGETS["skew/unskewed"]}
+    out["skew"] = {**res, "ratio_b": ratio, "cpu_ratio_b": cpu_ratio, "ratio_a": floor_ratio,
+                   "target_met": ratio <= TARGETS["skew/unskewed"]}
 
 
 def write_plans(spark, paths: Dict[str, str], path: Path, log) -> None:
@@ -476,6 +510,19 @@ def write_plans(spark, paths: Dict[str, str], path: Path, log) -> None:
 
 
 # --------------------------------------------------------------------------------------------
+
+
+def library_version() -> dict:
+    """Where ``ndcg_spark`` was imported from and a hash of its sources (it may be edited between runs)."""
+    import hashlib
+
+    import ndcg_spark
+
+    root = Path(ndcg_spark.__file__).parent
+    digest = hashlib.sha256()
+    for source in sorted(root.glob("*.py")):
+        digest.update(source.name.encode() + b"\0" + source.read_bytes())
+    return {"path": str(root), "sources_sha256": digest.hexdigest()[:12], "version": ndcg_spark.__version__}
 
 
 def machine() -> dict:
@@ -553,11 +600,14 @@ def main(argv: Optional[List[str]] = None) -> int:
                     "driver_memory": args.driver_memory, "shuffle_partitions": args.shuffle_partitions,
                     "java": spark._jvm.System.getProperty("java.version")},
         "targets": TARGETS,
+        "ndcg_spark": library_version(),
     }
     m = out["machine"]
     print(f"machine: {m.get('cpus')} cpus ({m.get('cpu', '?')}), {m.get('memory_gb', '?')} GB RAM, "
           f"Java {m['java']}, Spark {m['spark']} {args.master}, driver memory {args.driver_memory}, "
           f"shuffle partitions {args.shuffle_partitions}")
+    lib = out["ndcg_spark"]
+    print(f"ndcg_spark {lib['version']} from {lib['path']} (sources sha256 {lib['sources_sha256']})")
     try:
         if args.sizes:
             run_sweep(spark, args, log, out)

@@ -3,6 +3,7 @@
 from ndcg_spark.errors import ConfigError, InputDataError, NdcgError
 from ndcg_spark.evaluate import EvaluationResult, evaluate
 from ndcg_spark.options import EvaluationOptions
+from ndcg_spark.validation import validate
 
 __all__ = [
     "ConfigError",
@@ -11,5 +12,6 @@ __all__ = [
     "InputDataError",
     "NdcgError",
     "evaluate",
+    "validate",
 ]
 __version__ = "0.1.0"
