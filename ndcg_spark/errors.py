@@ -10,6 +10,7 @@ EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_CONFIG = 2
 EXIT_INPUT = 3
+EXIT_QUALITY_GATE = 4
 
 #: Prefix of messages raised inside Spark (``raise_error``) so the job can recognise them.
 INPUT_ERROR_TAG = "NDCG_INVALID_INPUT"
@@ -31,3 +32,9 @@ class InputDataError(NdcgError, ValueError):
     """Input tables that cannot be evaluated as they are (exit code 3)."""
 
     exit_code = EXIT_INPUT
+
+
+class QualityGateFailed(NdcgError):
+    """Outputs were written, but a ``--fail-below`` threshold was not met (exit code 4)."""
+
+    exit_code = EXIT_QUALITY_GATE

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime
 import json
 import os
 import sys
 import time
 import tomllib
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ndcg_spark.errors import (
     EXIT_FAILURE,
@@ -25,6 +26,7 @@ from ndcg_spark.errors import (
     ConfigError,
     InputDataError,
     NdcgError,
+    QualityGateFailed,
 )
 from ndcg_spark.options import EvaluationOptions, check_known_keys
 
@@ -40,15 +42,59 @@ class JobConfig:
     output: str
     format: str = "parquet"
     master: Optional[str] = None
+    run_date: Optional[str] = None
+    partition: Optional[str] = None
+    fail_below: Optional[str] = None
     options: EvaluationOptions = field(default_factory=EvaluationOptions)
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
             raise ConfigError(f"format = {self.format!r} is not one of {', '.join(FORMATS)}")
+        if self.run_date is not None:
+            try:
+                datetime.date.fromisoformat(str(self.run_date))
+            except ValueError:
+                raise ConfigError(f"run_date = {self.run_date!r} is not a date of the form YYYY-MM-DD") from None
+            if self.partition is not None:
+                raise ConfigError("give run_date or partition, not both")
+        self.partition_spec  # validates
+        self.gates  # validates
         for name in ("recommendations", "relevance", "output"):
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip():
                 raise ConfigError(f"{name} is required (a path or a catalog table); set it in the config or as --{name}")
+
+    @property
+    def partition_spec(self) -> Optional[Tuple[str, str]]:
+        """(column, value) of the output partition this run owns, if any."""
+        if self.run_date is not None:
+            return ("run_date", str(self.run_date))
+        if self.partition is None:
+            return None
+        key, sep, value = str(self.partition).partition("=")
+        if not sep or not key.strip() or not value.strip() or "/" in value:
+            raise ConfigError(f"partition = {self.partition!r} must look like key=value")
+        return (key.strip(), value.strip())
+
+    @property
+    def gates(self) -> List[Tuple[Optional[int], float]]:
+        """Quality gates ``k:threshold`` parsed from ``fail_below`` ("10:0.25,5:0.2")."""
+        if not self.fail_below:
+            return []
+        gates = []
+        for part in str(self.fail_below).split(","):
+            k_text, sep, threshold = part.strip().partition(":")
+            try:
+                k = None if k_text.strip().lower() == "all" else int(k_text)
+                value = float(threshold)
+            except ValueError:
+                k, value = -1, float("nan")
+            if not sep or (k is not None and k < 1) or not 0.0 <= value <= 1.0:
+                raise ConfigError(f"fail_below = {self.fail_below!r}: expected k:threshold, e.g. 10:0.25")
+            if k not in self.options.cutoffs:
+                raise ConfigError(f"fail_below names k = {k_text.strip()}, which is not among the cutoffs computed")
+            gates.append((k, value))
+        return gates
 
     @classmethod
     def from_mapping(cls, values: Dict[str, Any]) -> "JobConfig":
@@ -85,6 +131,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--format", help=f"Input format of paths: {', '.join(FORMATS)} (default parquet).")
     parser.add_argument("--output", help="Output directory (per_user/, summary/, summary.json).")
     parser.add_argument("--master", help="Spark master when not launched by spark-submit (default local[*]).")
+    parser.add_argument("--run-date", dest="run_date", help="Write under run_date=YYYY-MM-DD, replacing only that partition.")
+    parser.add_argument("--partition", help="Write under key=value, replacing only that partition.")
+    parser.add_argument("--fail-below", dest="fail_below",
+                        help="Quality gate k:threshold[,k:threshold]: exit 4 (after writing) when mean NDCG@k is below.")
     parser.add_argument("--verbose", action="store_true", help="Print Spark's stack trace on errors.")
     for f in dataclasses.fields(EvaluationOptions):
         flag = "--" + f.name.replace("_", "-")
@@ -167,8 +217,8 @@ def check_output(output: str) -> None:
     if not os.path.isdir(path):
         raise ConfigError(f"output {output} is a file, not a directory")
     entries = set(os.listdir(path))
-    ours = {"per_user", "summary", "summary.json", "rejected", ".summary.json.tmp"}
-    if entries and not entries & {"summary.json", "per_user"} or entries - ours:
+    ours = {"per_user", "summary", "summary.json", "rejected", ".summary.json.tmp", "_manifests"}
+    if entries - ours:
         strange = sorted(entries - ours)[:3]
         raise ConfigError(
             f"output {output} already holds other data ({', '.join(strange) or 'unknown files'}); "
@@ -178,7 +228,8 @@ def check_output(output: str) -> None:
 
 def main(spark, config: JobConfig) -> Dict[str, Any]:
     """Read both tables, validate, evaluate, write ``per_user/``, ``summary/`` (and ``rejected/``),
-    then ``summary.json`` last. Returns the manifest written to ``summary.json``.
+    then the manifest last (``summary.json``, or ``_manifests/<key>=<value>/summary.json`` for a
+    partitioned run): its presence marks a complete result. Returns the manifest.
     """
     from ndcg_spark.evaluate import evaluate
     from ndcg_spark.validation import validate
@@ -193,37 +244,68 @@ def main(spark, config: JobConfig) -> Dict[str, Any]:
     options = dataclasses.asdict(config.options)
     reports = validate(recs, rel, **options)
     result = evaluate(recs, rel, **options).persist()
+    part = config.partition_spec
     try:
-        result.per_user.write.mode("overwrite").parquet(os.path.join(config.output, "per_user"))
+        write_table(result.per_user, os.path.join(config.output, "per_user"), part)
         summary_df = result.summary
-        summary_df.write.mode("overwrite").parquet(os.path.join(config.output, "summary"))
+        write_table(summary_df, os.path.join(config.output, "summary"), part)
         metrics = [row.asDict() for row in summary_df.collect()]
         sums = result.accounting.first().asDict()
-        rejected = _write_rejected(spark, result, config.output)
+        rejected = _write_rejected(spark, result, config.output, part)
     finally:
         result.unpersist()
     rows = account_rows({t: r.rows for t, r in reports.items()}, rejected, sums)
+    means = {m["k"]: m["mean_ndcg"] for m in metrics}
+    gates = [
+        {"k": k, "threshold": t, "mean_ndcg": means.get(k), "passed": means.get(k) is not None and means[k] >= t}
+        for k, t in config.gates
+    ]
     manifest = {
         "metrics": metrics,
         "rows": rows,
+        "quality_gates": gates,
+        "partition": dict([part]) if part else None,
         "settings": config.to_dict(),
         "input_rows": {t: r.rows for t, r in reports.items()},
         "spark_version": spark.version,
         "duration_seconds": round(time.time() - started, 3),
     }
-    _write_manifest(spark, config.output, manifest)
+    _write_manifest(spark, manifest_dir(config), manifest)
     return manifest
 
 
-def _write_rejected(spark, result, output: str) -> Dict[str, Dict[str, int]]:
+def manifest_dir(config: JobConfig) -> str:
+    part = config.partition_spec
+    return config.output if part is None else os.path.join(config.output, "_manifests", f"{part[0]}={part[1]}")
+
+
+def write_table(df, path: str, partition: Optional[Tuple[str, str]]) -> None:
+    """Parquet; under a partition, replace that partition only (dynamic partition overwrite)."""
+    from pyspark.sql import functions as F
+
+    if partition is None:
+        df.write.mode("overwrite").parquet(path)
+        return
+    key, value = partition
+    (
+        df.withColumn(key, F.lit(value))
+        .write.mode("overwrite")
+        .option("partitionOverwriteMode", "dynamic")
+        .partitionBy(key)
+        .parquet(path)
+    )
+
+
+def _write_rejected(spark, result, output: str, partition) -> Dict[str, Dict[str, int]]:
     """Write quarantined rows to ``DIR/rejected/<table>/`` and count them per reason."""
     counts: Dict[str, Dict[str, int]] = {"recommendations": {}, "relevance": {}}
     if not result.rejected:
         return counts
     for table, frame in result.rejected.items():
         path = os.path.join(output, "rejected", table)
-        frame.write.mode("overwrite").parquet(path)
-        for row in spark.read.parquet(path).groupBy("reason").count().collect():
+        write_table(frame, path, partition)
+        written = spark.read.parquet(path if partition is None else os.path.join(path, "=".join(partition)))
+        for row in written.groupBy("reason").count().collect():
             counts[table][row["reason"]] = row["count"]
     return counts
 
@@ -330,6 +412,14 @@ def run(argv: Optional[Sequence[str]] = None) -> int:
         manifest = main(spark, config)
         print(format_summary(manifest["metrics"], manifest["rows"]))
         print(f"wrote {config.output}")
+        failed = [g for g in manifest["quality_gates"] if not g["passed"]]
+        print(json.dumps(log_record(config, manifest, "quality_gate_failed" if failed else "ok")), flush=True)
+        if failed:
+            g = failed[0]
+            raise QualityGateFailed(
+                f"quality gate failed: mean NDCG@{'all' if g['k'] is None else g['k']} = {g['mean_ndcg']:.6f} "
+                f"is below {g['threshold']} (outputs were written)"
+            )
         return EXIT_OK
     except BaseException as exc:  # noqa: BLE001 - every failure becomes one line and an exit code
         if isinstance(exc, KeyboardInterrupt):
@@ -341,6 +431,20 @@ def run(argv: Optional[Sequence[str]] = None) -> int:
             traceback.print_exc()
         print(f"ndcg-spark: error: {message}", file=sys.stderr)
         return code
+
+
+def log_record(config: JobConfig, manifest: Dict[str, Any], status: str) -> Dict[str, Any]:
+    """One JSON line with the headline figures, for scheduler logs."""
+    return {
+        "event": "ndcg_spark.finished",
+        "status": status,
+        "output": config.output,
+        "partition": manifest["partition"],
+        "users": manifest["metrics"][0]["users"] if manifest["metrics"] else 0,
+        "mean_ndcg": {("all" if m["k"] is None else str(m["k"])): m["mean_ndcg"] for m in manifest["metrics"]},
+        "input_rows": manifest["input_rows"],
+        "duration_seconds": manifest["duration_seconds"],
+    }
 
 
 def _spark_session(config: JobConfig):
