@@ -231,7 +231,7 @@ def main(spark, config: JobConfig) -> Dict[str, Any]:
     then the manifest last (``summary.json``, or ``_manifests/<key>=<value>/summary.json`` for a
     partitioned run): its presence marks a complete result. Returns the manifest.
     """
-    from ndcg_spark.evaluate import evaluate
+    from ndcg_spark.core import evaluate
     from ndcg_spark.validation import validate
 
     started = time.time()

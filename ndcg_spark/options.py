@@ -26,6 +26,10 @@ NO_RECOMMENDATIONS_POLICIES = ("include", "exclude")
 DUPLICATE_RELEVANCE_POLICIES = ("error", "max")
 TIE_BREAKS = ("item_ascending", "item_descending")
 NEGATIVE_RELEVANCE_POLICIES = ("error", "clip")
+TIES = ("item", "average")
+CONFIDENCE_INTERVALS = ("normal", "bootstrap")
+LAYOUTS = ("rows", "array")
+ARRAY_RANKINGS = ("score", "order")
 INVALID_ROWS_POLICIES = ("error", "quarantine")
 
 #: Spelling of the "whole list" cutoff in configs and flags (``k = None`` in Python).
@@ -90,6 +94,40 @@ class EvaluationOptions:
         False,
         "Cut the ideal list at min(k, list length) instead of k (seed 004's calc_ndcg); off penalises short lists.",
     )
+    ties: str = _opt(
+        "item",
+        "Equal scores: 'item' orders them by the tie_break rule; 'average' gives each tied group the mean gain "
+        "of its positions (the expected DCG over all orderings, as scikit-learn's ndcg_score).",
+        TIES,
+    )
+    group_by: Tuple[str, ...] = _opt(
+        (),
+        "Segment columns (of the recommendations, or of the user_attributes table): every summary figure per segment.",
+    )
+    companion_metrics: bool = _opt(
+        False, "Also compute precision@k, recall@k, MAP@k, MRR@k and hit rate@k from the same ranked lists."
+    )
+    relevance_threshold: Optional[float] = _opt(
+        None, "Binary relevance for the companion metrics: relevance >= threshold (default: relevance > 0)."
+    )
+    confidence_interval: str = _opt(
+        "normal",
+        "95% interval of each mean NDCG: 'normal' (mean +- 1.96 std/sqrt(n)) or 'bootstrap' (Poisson bootstrap in Spark).",
+        CONFIDENCE_INTERVALS,
+    )
+    bootstrap_samples: int = _opt(200, "Replicates of the Poisson bootstrap.")
+    seed: int = _opt(42, "Seed of the bootstrap (same input, same interval).")
+    recommendations_layout: str = _opt(
+        "rows",
+        "'rows': one row per (user, item); 'array': one row per user with an array of structs in array_col "
+        "(Spark ML ALSModel.recommendForAllUsers output), item_col and score_col naming the struct fields.",
+        LAYOUTS,
+    )
+    array_col: str = _opt("recommendations", "Array column of the 'array' layout.")
+    array_ranking: str = _opt(
+        "score", "In the 'array' layout, rank by the score field ('score') or by position in the array ('order').",
+        ARRAY_RANKINGS,
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "k", _parse_k(self.k))
@@ -104,10 +142,25 @@ class EvaluationOptions:
                 continue
             if not isinstance(value, str) or not value:
                 raise ConfigError(f"{name} must be a non-empty column name, got {value!r}")
-        if not isinstance(self.cap_ideal_at_list_length, bool):
-            raise ConfigError(
-                f"cap_ideal_at_list_length must be true or false, got {self.cap_ideal_at_list_length!r}"
-            )
+        for name in ("cap_ideal_at_list_length", "companion_metrics"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        object.__setattr__(self, "group_by", _parse_names(self.group_by, "group_by"))
+        if self.user_col in self.group_by:
+            raise ConfigError("group_by cannot hold the user column")
+        for name in ("bootstrap_samples", "seed"):
+            value = getattr(self, name)
+            if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+                value = int(value)
+                object.__setattr__(self, name, value)
+            if isinstance(value, bool) or not isinstance(value, int) or (name == "bootstrap_samples" and value < 2):
+                raise ConfigError(f"{name} must be an integer{' >= 2' if name == 'bootstrap_samples' else ''}, got {value!r}")
+        if self.relevance_threshold is not None:
+            try:
+                threshold = float(self.relevance_threshold)
+            except (TypeError, ValueError):
+                raise ConfigError(f"relevance_threshold must be a number, got {self.relevance_threshold!r}") from None
+            object.__setattr__(self, "relevance_threshold", threshold)
         if len({self.user_col, self.item_col}) < 2:
             raise ConfigError("user_col and item_col must be different columns")
 
@@ -139,6 +192,17 @@ def check_known_keys(values: Iterable[str], known: Iterable[str], what: str) -> 
             close = difflib.get_close_matches(key, known, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else f"; valid keys: {', '.join(known)}"
             raise ConfigError(f"unknown {what} {key!r}{hint}")
+
+
+def _parse_names(value: Any, name: str) -> Tuple[str, ...]:
+    """Accept "a,b", ["a", "b"] or () for a list of column names."""
+    if value is None:
+        return ()
+    items = value.split(",") if isinstance(value, str) else list(value)
+    names = tuple(i.strip() if isinstance(i, str) else i for i in items)
+    if any(not isinstance(n, str) or not n for n in names):
+        raise ConfigError(f"{name} must be a list of column names, got {value!r}")
+    return tuple(n for n in names if n)
 
 
 def _parse_k(value: Any) -> Optional[Tuple[Optional[int], ...]]:

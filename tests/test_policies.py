@@ -15,7 +15,8 @@ from tests.helpers import PER_USER_SCHEMA
 L3 = 1 / math.log2(3)
 
 SUMMARY_SCHEMA = (
-    "k int, users long, mean_ndcg double, mean_dcg double, std_ndcg double, users_zero_idcg long, "
+    "k int, users long, mean_ndcg double, mean_dcg double, std_ndcg double, ndcg_ci_low double, "
+    "ndcg_ci_high double, users_zero_idcg long, "
     "users_without_recommendations long, users_without_relevance long, users_excluded long, "
     "duplicate_recommendations long, duplicate_relevance long"
 )
@@ -72,8 +73,9 @@ def test_defaults_keep_every_user(spark, edge_tables):
     mean = sum(ndcgs) / 6
     std = math.sqrt(sum((x - mean) ** 2 for x in ndcgs) / 5)
     mean_dcg = (2 * L3 + 1.0 + L3) / 6
+    half = 1.959963984540054 * std / math.sqrt(6)
     expected_summary = spark.createDataFrame(
-        [(2, 6, mean, mean_dcg, std, 2, 1, 1, 0, 1, 0)], SUMMARY_SCHEMA
+        [(2, 6, mean, mean_dcg, std, mean - half, mean + half, 2, 1, 1, 0, 1, 0)], SUMMARY_SCHEMA
     )
     assert_approx_df_equality(result.summary, expected_summary, precision=1e-12, ignore_nullable=True)
 

@@ -53,6 +53,14 @@ DUP_RECS = "__ndcg_duplicate_recommendations"
 DUP_REL = "__ndcg_duplicate_relevance"
 JUDGED_ROWS = "__ndcg_relevance_rows"
 EXCLUDED = "__ndcg_excluded"
+ORDERS = "__ndcg_orders"
+HITS = "__ndcg_hit_positions"
+N_REL_BINARY = "__ndcg_relevant_binary"
+ARRAY_RANK = "__ndcg_array_rank"
+TIE_RANK = "__ndcg_tie_rank"
+
+#: Companion metrics (``companion_metrics=True``), in per_user and (as means) in summary.
+COMPANION_COLUMNS = ("precision", "recall", "ap", "rr", "hit")
 
 #: Columns of ``EvaluationResult.per_user`` after the user column.
 PER_USER_COLUMNS = ("k", "cg", "dcg", "idcg", "ndcg", "n_recommended", "n_relevant")
@@ -94,13 +102,17 @@ class EvaluationResult:
 
     @property
     def per_user(self) -> DataFrame:
-        """Long form: user, ``k`` (null for the whole list), cg, dcg, idcg, ndcg, n_recommended, n_relevant."""
-        return self.scored.filter(~F.col(EXCLUDED)).select(self.options.user_col, *PER_USER_COLUMNS)
+        """Long form: segment columns, user, ``k`` (null for the whole list), cg, dcg, idcg, ndcg,
+        n_recommended, n_relevant (and the companion metrics when asked for)."""
+        extra = COMPANION_COLUMNS if self.options.companion_metrics else ()
+        columns = [*self.options.group_by, self.options.user_col, *PER_USER_COLUMNS, *extra]
+        return self.scored.filter(~F.col(EXCLUDED)).select(*[F.col(quote(c)) for c in columns])
 
     @property
     def summary(self) -> DataFrame:
-        """One row per k, ascending (the whole-list cutoff last), with means and policy counts."""
-        return summarize(self.scored)
+        """One row per segment and k (k ascending, the whole-list cutoff last): means with their
+        95% confidence interval, and policy counts."""
+        return summarize(self.scored, self.options)
 
     @property
     def accounting(self) -> DataFrame:
@@ -139,7 +151,13 @@ class EvaluationResult:
         self.scored.unpersist()
 
 
-def evaluate(recommendations: DataFrame, relevance: DataFrame, **options: Any) -> EvaluationResult:
+def evaluate(
+    recommendations: DataFrame,
+    relevance: DataFrame,
+    *,
+    user_attributes: Optional[DataFrame] = None,
+    **options: Any,
+) -> EvaluationResult:
     """Per-user and mean NDCG@k of ranked recommendations against graded relevance.
 
     Parameters
@@ -148,9 +166,12 @@ def evaluate(recommendations: DataFrame, relevance: DataFrame, **options: Any) -
         One row per recommended (user, item) with a score (higher is better) or a rank column.
     relevance : DataFrame
         Ground truth: one row per judged (user, item) with a numeric relevance.
+    user_attributes : DataFrame, optional
+        One row per user with segment columns named in ``group_by`` (joined on the user column).
     **options
         Any field of :class:`ndcg_spark.options.EvaluationOptions`, e.g. ``k=[5, 10]``,
-        ``gain="exponential"``, ``user_col="query"``. Unknown names raise ``ConfigError``.
+        ``gain="exponential"``, ``user_col="query"``, ``group_by=["model"]``. Unknown names
+        raise ``ConfigError``.
 
     Returns
     -------
@@ -165,6 +186,8 @@ def evaluate(recommendations: DataFrame, relevance: DataFrame, **options: Any) -
     0.6309
     """
     opts = EvaluationOptions.from_mapping(options)
+    recommendations, opts = recommendations_as_rows(recommendations, opts)
+    check_segments(recommendations, user_attributes, opts)
     check_schema(recommendations, "recommendations", opts)
     check_schema(relevance, "relevance", opts)
     check_key_types(recommendations, relevance, opts)
@@ -185,8 +208,57 @@ def evaluate(recommendations: DataFrame, relevance: DataFrame, **options: Any) -
         .transform(with_gains, opts)
         .transform(with_cutoffs, opts)
         .transform(with_exclusions, opts)
+        .transform(with_user_attributes, user_attributes, opts)
     )
     return EvaluationResult(scored=per_user, options=opts, rejected=rejected)
+
+
+def recommendations_as_rows(df: DataFrame, opts: EvaluationOptions):
+    """The 'array' layout (ALS ``recommendForAllUsers``: user, array<struct<item, score>>) as rows.
+
+    With ``array_ranking = "order"`` the array position becomes the rank column.
+    """
+    if opts.recommendations_layout == "rows":
+        return df, opts
+    if opts.array_col not in df.columns:
+        raise InputDataError(
+            f"recommendations table has no column {opts.array_col!r} (it has: {', '.join(df.columns)})"
+        )
+    element = df.schema[opts.array_col].dataType
+    if not isinstance(element, T.ArrayType) or not isinstance(element.elementType, T.StructType):
+        raise InputDataError(
+            f"recommendations column {opts.array_col!r} has type {element.simpleString()}; "
+            "the 'array' layout needs array<struct<item, score>>"
+        )
+    fields = element.elementType.fieldNames()
+    wanted = [opts.item_col] + ([opts.score_col] if opts.array_ranking == "score" else [])
+    for name in wanted:
+        if name not in fields:
+            raise InputDataError(
+                f"recommendations array {opts.array_col!r} has no field {name!r} (it has: {', '.join(fields)})"
+            )
+    keep = [F.col(quote(c)) for c in df.columns if c != opts.array_col]
+    exploded = df.select(*keep, F.posexplode(F.col(quote(opts.array_col))).alias("__pos", "__rec"))
+    values = [F.col("__rec")[f].alias(f) for f in wanted]
+    if opts.array_ranking == "order":
+        values.append((F.col("__pos") + 1).alias(ARRAY_RANK))
+        opts = replace(opts, rank_col=ARRAY_RANK)
+    return exploded.select(*keep, *values), replace(opts, recommendations_layout="rows")
+
+
+def check_segments(recs: DataFrame, attributes: Optional[DataFrame], opts: EvaluationOptions) -> None:
+    """Every group_by column must come from the recommendations or the user attributes."""
+    available = set(recs.columns) | (set(attributes.columns) if attributes is not None else set())
+    for name in opts.group_by:
+        if name not in available:
+            where = "the recommendations" + (" or the user attributes" if attributes is not None else "")
+            raise InputDataError(f"group_by column {name!r} is not a column of {where}")
+    if attributes is not None and opts.user_col not in attributes.columns:
+        raise InputDataError(f"user attributes table has no column {opts.user_col!r}")
+
+
+def _recommendation_segments(opts: EvaluationOptions, recs_columns) -> list:
+    return [c for c in opts.group_by if c in recs_columns]
 
 
 def select_recommendations(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
@@ -195,7 +267,9 @@ def select_recommendations(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
         order = F.col(quote(opts.rank_col)).cast("double")
     else:
         order = -F.col(quote(opts.score_col)).cast("double")
+    segments = [F.col(quote(c)).alias(c) for c in _recommendation_segments(opts, df.columns)]
     return df.select(
+        *segments,
         F.col(quote(opts.user_col)).alias(opts.user_col),
         F.col(quote(opts.item_col)).alias(ITEM),
         order.alias(ORDER),
@@ -233,21 +307,31 @@ def with_position(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
     per-partition WindowGroupLimit.
     """
     item_order = F.col(ITEM).asc() if opts.tie_break == "item_ascending" else F.col(ITEM).desc()
-    window = Window.partitionBy(opts.user_col).orderBy(F.col(ORDER).asc_nulls_last(), item_order)
-    return df.withColumn(POSITION, F.row_number().over(window))
+    keys = [*_recommendation_segments(opts, df.columns), opts.user_col]
+    by_user = Window.partitionBy(*[F.col(quote(c)) for c in keys])
+    ranked = df.withColumn(POSITION, F.row_number().over(by_user.orderBy(F.col(ORDER).asc_nulls_last(), item_order)))
+    if opts.ties == "average":
+        # rank() over the score alone keeps a whole tied group at the cutoff: its mean gain needs every member.
+        ranked = ranked.withColumn(TIE_RANK, F.rank().over(by_user.orderBy(F.col(ORDER).asc_nulls_last())))
+    return ranked
 
 
 def filter_top_k(df: DataFrame, k: Optional[int]) -> DataFrame:
-    """Keep positions 1..k (everything when ``k`` is None)."""
-    return df if k is None else df.filter(F.col(POSITION) <= F.lit(k))
+    """Keep positions 1..k (everything when ``k`` is None); with tie averaging, whole tied groups."""
+    if k is None:
+        return df
+    by = TIE_RANK if TIE_RANK in df.columns else POSITION
+    return df.filter(F.col(by) <= F.lit(k))
 
 
 def recommendation_lists(ranked: DataFrame, opts: EvaluationOptions) -> DataFrame:
     """One row per user: the recommended items in position order, and how many repeat."""
     # collect_list order is not defined after a shuffle: sort by position explicitly.
-    fields = [F.col(POSITION), F.col(ITEM)] + ([F.col(ORDER)] if opts.rank_col else [])
+    keep_order = bool(opts.rank_col) or opts.ties == "average"
+    fields = [F.col(POSITION), F.col(ITEM)] + ([F.col(ORDER)] if keep_order else [])
     in_order = F.array_sort(F.collect_list(F.struct(*fields)))
     items = F.transform(F.col(RANKED), lambda x: x[ITEM])
+    orders = [F.transform(F.col(RANKED), lambda x: x[ORDER]).alias(ORDERS)] if keep_order else []
     if opts.rank_col and opts.on_invalid_rows == "error":
         ranks = F.transform(F.col(RANKED), lambda x: x[ORDER])
         message = F.concat(
@@ -258,10 +342,11 @@ def recommendation_lists(ranked: DataFrame, opts: EvaluationOptions) -> DataFram
             F.col(opts.user_col).cast("string"),
         )
         items = F.when(F.size(F.array_distinct(ranks)) < F.size(ranks), F.raise_error(message)).otherwise(items)
+    keys = [F.col(quote(c)) for c in (*_recommendation_segments(opts, ranked.columns), opts.user_col)]
     return (
-        ranked.groupBy(opts.user_col)
+        ranked.groupBy(*keys)
         .agg(in_order.alias(RANKED))
-        .select(opts.user_col, items.alias(ITEMS))
+        .select(*keys, items.alias(ITEMS), *orders)
         .withColumn(DUP_RECS, F.size(F.col(ITEMS)) - F.size(F.array_distinct(F.col(ITEMS))))
     )
 
@@ -303,6 +388,7 @@ def relevance_lists(rel: DataFrame, opts: EvaluationOptions) -> DataFrame:
             F.map_from_entries(resolved_col).alias(REL_MAP),
             _top(F.sort_array(F.transform(resolved_col, lambda x: x[REL]), asc=False), opts).alias(IDEAL),
             F.size(F.filter(resolved_col, lambda x: x[REL] > 0)).alias("n_relevant"),
+            F.size(F.filter(resolved_col, lambda x: is_relevant(x[REL], opts))).alias(N_REL_BINARY),
             F.lit(True).alias(HAS_JUDGED),
             DUP_REL,
             JUDGED_ROWS,
@@ -310,15 +396,37 @@ def relevance_lists(rel: DataFrame, opts: EvaluationOptions) -> DataFrame:
     )
 
 
+def is_relevant(relevance: Column, opts: EvaluationOptions) -> Column:
+    """Binary relevance of the companion metrics: >= threshold, or > 0 without one."""
+    if opts.relevance_threshold is None:
+        return relevance > F.lit(0.0)
+    return relevance >= F.lit(opts.relevance_threshold)
+
+
 def with_gains(joined: DataFrame, opts: EvaluationOptions) -> DataFrame:
     """Add per-position gains of the recommended list and discounted gains of both lists."""
     items = F.col(ITEMS)
     rel_of = F.transform(items, lambda item: F.coalesce(F.try_element_at(F.col(REL_MAP), item), F.lit(0.0)))
     gains = first_occurrence_only(F.transform(rel_of, lambda r: gain(r, opts.gain)), items)
+    if opts.ties == "average":
+        gains = tie_averaged(gains, F.col(ORDERS))
     ideal_gains = F.transform(F.col(IDEAL), lambda r: gain(r, opts.gain))
+    n = array_size(items)
+    if opts.ties == "average" and opts.largest_k is not None:
+        # Tied rows past the largest k were kept for their gains only; they are not recommendations.
+        n = F.least(n, F.lit(opts.largest_k))
+    extra = []
+    if opts.companion_metrics:
+        hits = first_occurrence_only(F.transform(rel_of, lambda r: is_relevant(r, opts).cast("double")), items)
+        positions = F.transform(hits, lambda h, i: F.when(h > 0, i + F.lit(1)))
+        extra = [
+            F.filter(positions, lambda p: p.isNotNull()).alias(HITS),
+            F.coalesce(F.col(N_REL_BINARY), F.lit(0)).alias(N_REL_BINARY),
+        ]
+    keys = [F.col(quote(c)) for c in (*_recommendation_segments(opts, joined.columns), opts.user_col)]
     return joined.select(
-        opts.user_col,
-        array_size(items).alias("n_recommended"),
+        *keys,
+        n.alias("n_recommended"),
         F.coalesce(F.col("n_relevant"), F.lit(0)).alias("n_relevant"),
         F.col(HAS_JUDGED).isNotNull().alias(HAS_JUDGED),
         F.coalesce(F.col(DUP_RECS), F.lit(0)).alias(DUP_RECS),
@@ -327,7 +435,25 @@ def with_gains(joined: DataFrame, opts: EvaluationOptions) -> DataFrame:
         gains.alias(GAINS),
         discounted_gains(gains).alias(DGAINS),
         discounted_gains(ideal_gains).alias(IDGAINS),
+        *extra,
     )
+
+
+def tie_averaged(gains: Column, orders: Column) -> Column:
+    """Each gain replaced by the mean gain of its tied group (equal ordering key).
+
+    Summed with the positional discounts this is the expected DCG over all orderings of each
+    tie (scikit-learn's ``ndcg_score`` default). Only lists that hold a tie pay the quadratic scan.
+    """
+    pairs = F.transform(orders, lambda o, i: F.struct(o.alias("o"), gains[i].alias("g")))
+
+    def group_mean(i: Column) -> Column:
+        same = F.filter(pairs, lambda p: p["o"] == orders[i])
+        return F.aggregate(same, F.lit(0.0), lambda acc, p: acc + p["g"]) / F.size(same)
+
+    averaged = F.transform(gains, lambda g, i: group_mean(i))
+    has_tie = F.size(F.array_distinct(orders)) < F.size(orders)
+    return F.when(has_tie, averaged).otherwise(gains)
 
 
 def with_cutoffs(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
@@ -339,18 +465,51 @@ def with_cutoffs(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
         ideal_cut = F.least(cut, n) if opts.cap_ideal_at_list_length else cut
         dcg = sum_first(F.col(DGAINS), cut)
         idcg = sum_first(F.col(IDGAINS), ideal_cut)
-        rows.append(
-            F.struct(
-                F.lit(k).cast("int").alias("k"),
-                sum_first(F.col(GAINS), cut).alias("cg"),
-                dcg.alias("dcg"),
-                idcg.alias("idcg"),
-            )
-        )
-    keep = [c for c in df.columns if c not in (GAINS, DGAINS, IDGAINS)]
+        fields = [
+            F.lit(k).cast("int").alias("k"),
+            sum_first(F.col(GAINS), cut).alias("cg"),
+            dcg.alias("dcg"),
+            idcg.alias("idcg"),
+        ]
+        if opts.companion_metrics:
+            fields += companion_metrics(F.col(HITS), F.col(N_REL_BINARY), cut)
+        rows.append(F.struct(*fields))
+    keep = [c for c in df.columns if c not in (GAINS, DGAINS, IDGAINS, HITS)]
     exploded = df.select(*keep, F.inline(F.array(*rows)))
     ndcg = F.when(F.col("idcg") > 0, F.col("dcg") / F.col("idcg")).otherwise(F.lit(0.0))
     return exploded.withColumn("ndcg", ndcg)
+
+
+def companion_metrics(hit_positions: Column, n_relevant: Column, cut: Column) -> list:
+    """precision, recall, AP, RR and hit at cutoff ``cut`` from the 1-based positions of the hits.
+
+    As trec_eval: precision divides by k even for a shorter list (P_k), recall and AP by the
+    number of relevant judged items (recall_k, map_cut_k); RR is 1/rank of the first hit within k.
+    """
+    within = F.filter(hit_positions, lambda p: p <= cut)
+    hits = F.size(within).cast("double")
+    safe_r = F.when(n_relevant > 0, n_relevant.cast("double"))
+    ap_terms = F.transform(within, lambda p, j: (j + F.lit(1)).cast("double") / p)
+    ap_sum = F.aggregate(ap_terms, F.lit(0.0), lambda acc, x: acc + x)
+    first = F.try_element_at(within, F.lit(1))
+    return [
+        F.coalesce(hits / F.when(cut > 0, cut.cast("double")), F.lit(0.0)).alias("precision"),
+        F.coalesce(hits / safe_r, F.lit(0.0)).alias("recall"),
+        F.coalesce(ap_sum / safe_r, F.lit(0.0)).alias("ap"),
+        F.coalesce(F.lit(1.0) / first, F.lit(0.0)).alias("rr"),
+        F.when(hits > 0, F.lit(1.0)).otherwise(F.lit(0.0)).alias("hit"),
+    ]
+
+
+def with_user_attributes(df: DataFrame, attributes: Optional[DataFrame], opts: EvaluationOptions) -> DataFrame:
+    """Join the segment columns that live in the user attributes table (left join on user)."""
+    if attributes is None:
+        return df
+    wanted = [c for c in opts.group_by if c in attributes.columns and c not in df.columns]
+    if not wanted:
+        return df
+    attrs = attributes.select(F.col(quote(opts.user_col)).alias(opts.user_col), *[F.col(quote(c)).alias(c) for c in wanted])
+    return df.join(attrs, on=opts.user_col, how="left")
 
 
 def with_exclusions(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
@@ -363,29 +522,88 @@ def with_exclusions(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
     return df.withColumn(EXCLUDED, excluded)
 
 
-def summarize(scored: DataFrame) -> DataFrame:
-    """Means over included users and policy counts over all users, one row per k."""
+def summarize(scored: DataFrame, opts: EvaluationOptions) -> DataFrame:
+    """Means over included users and policy counts over all users, one row per segment and k."""
     included = ~F.col(EXCLUDED)
 
     def count_if(cond: Column) -> Column:
         return F.sum(F.when(cond, 1).otherwise(0)).cast("long")
 
-    return (
-        scored.groupBy("k")
-        .agg(
-            count_if(included).alias("users"),
-            F.avg(F.when(included, F.col("ndcg"))).alias("mean_ndcg"),
-            F.avg(F.when(included, F.col("dcg"))).alias("mean_dcg"),
-            F.stddev_samp(F.when(included, F.col("ndcg"))).alias("std_ndcg"),
-            count_if(F.col("n_relevant") == 0).alias("users_zero_idcg"),
-            count_if(F.col("n_recommended") == 0).alias("users_without_recommendations"),
-            count_if(~F.col(HAS_JUDGED)).alias("users_without_relevance"),
-            count_if(F.col(EXCLUDED)).alias("users_excluded"),
-            F.sum(DUP_RECS).cast("long").alias("duplicate_recommendations"),
-            F.sum(DUP_REL).cast("long").alias("duplicate_relevance"),
-        )
-        .orderBy(F.col("k").asc_nulls_last())
+    def mean(name: str) -> Column:
+        return F.avg(F.when(included, F.col(name)))
+
+    companions = []
+    if opts.companion_metrics:
+        companions = [
+            mean("precision").alias("mean_precision"),
+            mean("recall").alias("mean_recall"),
+            mean("ap").alias("mean_ap"),
+            mean("rr").alias("mean_rr"),
+            mean("hit").alias("hit_rate"),
+        ]
+    keys = [F.col(quote(c)) for c in (*opts.group_by, "k")]
+    summary = scored.groupBy(*keys).agg(
+        count_if(included).alias("users"),
+        mean("ndcg").alias("mean_ndcg"),
+        mean("dcg").alias("mean_dcg"),
+        F.stddev_samp(F.when(included, F.col("ndcg"))).alias("std_ndcg"),
+        *companions,
+        count_if(F.col("n_relevant") == 0).alias("users_zero_idcg"),
+        count_if(F.col("n_recommended") == 0).alias("users_without_recommendations"),
+        count_if(~F.col(HAS_JUDGED)).alias("users_without_relevance"),
+        count_if(F.col(EXCLUDED)).alias("users_excluded"),
+        F.sum(DUP_RECS).cast("long").alias("duplicate_recommendations"),
+        F.sum(DUP_REL).cast("long").alias("duplicate_relevance"),
     )
+    if opts.confidence_interval == "bootstrap":
+        summary = summary.join(bootstrap_interval(scored, opts), on=[*opts.group_by, "k"], how="left")
+    else:
+        half = F.lit(1.959963984540054) * F.col("std_ndcg") / F.sqrt(F.col("users").cast("double"))
+        summary = summary.withColumn("ndcg_ci_low", F.col("mean_ndcg") - half).withColumn(
+            "ndcg_ci_high", F.col("mean_ndcg") + half
+        )
+    ordered = [*[F.col(quote(c)).asc_nulls_last() for c in opts.group_by], F.col("k").asc_nulls_last()]
+    columns = [c for c in summary.columns if c not in ("ndcg_ci_low", "ndcg_ci_high")]
+    at = columns.index("std_ndcg") + 1
+    columns = columns[:at] + ["ndcg_ci_low", "ndcg_ci_high"] + columns[at:]
+    return summary.select(*[F.col(quote(c)) for c in columns]).orderBy(*ordered)
+
+
+def bootstrap_interval(scored: DataFrame, opts: EvaluationOptions) -> DataFrame:
+    """95% percentile interval of mean NDCG from a Poisson bootstrap computed inside Spark.
+
+    Each (user, replicate) gets a Poisson(1) weight drawn from a hash of the user key, the
+    segment, the replicate number and the seed, so the interval depends on the input only,
+    not on partitioning or on the order of rows.
+    """
+    keys = [*opts.group_by, opts.user_col]
+    replicate = F.explode(F.sequence(F.lit(0), F.lit(opts.bootstrap_samples - 1))).alias("__b")
+    included = scored.filter(~F.col(EXCLUDED)).select(*[F.col(quote(c)) for c in keys], "k", "ndcg", replicate)
+    hashed = F.xxhash64(*[F.col(quote(c)) for c in keys], F.col("__b"), F.lit(opts.seed))
+    uniform = F.shiftrightunsigned(hashed, 11).cast("double") / F.lit(float(2**53))
+    weights = included.withColumn("__w", poisson_one(uniform))
+    per_replicate = weights.groupBy(*[F.col(quote(c)) for c in opts.group_by], "k", "__b").agg(
+        (F.sum(F.col("__w") * F.col("ndcg")) / F.sum("__w")).alias("__mean")
+    )
+    return per_replicate.groupBy(*[F.col(quote(c)) for c in opts.group_by], "k").agg(
+        F.percentile(F.col("__mean"), F.lit(0.025)).alias("ndcg_ci_low"),
+        F.percentile(F.col("__mean"), F.lit(0.975)).alias("ndcg_ci_high"),
+    )
+
+
+def poisson_one(uniform: Column) -> Column:
+    """Poisson(1) draw by inverting its CDF at ``uniform`` in [0, 1) (capped at 12: P < 1e-9)."""
+    import math
+
+    draw = F.lit(12)
+    cdf = 0.0
+    thresholds = []
+    for n in range(12):
+        cdf += math.exp(-1.0) / math.factorial(n)
+        thresholds.append((n, cdf))
+    for n, c in reversed(thresholds):
+        draw = F.when(uniform < F.lit(c), F.lit(n)).otherwise(draw)
+    return draw
 
 
 def _top(values: Column, opts: EvaluationOptions) -> Column:

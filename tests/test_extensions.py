@@ -1,0 +1,181 @@
+"""Segments, confidence intervals, companion metrics, tie averaging and ALS output (issue 6)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import pytrec_eval
+from chispa import assert_approx_df_equality, assert_df_equality
+from pyspark.sql import functions as F
+from sklearn.metrics import ndcg_score
+
+from ndcg_spark import evaluate
+from tests.test_oracles import _frames, _random_graded
+
+
+@pytest.fixture(scope="module")
+def graded(spark):
+    recs, rels = _random_graded(seed=21, users=40)
+    return recs, rels, _frames(spark, recs, rels)
+
+
+# ----------------------------------------------------------------------------- segments
+
+
+def test_group_by_a_recommendations_column_equals_separate_runs(spark, graded):
+    _, _, (recs, rel) = graded
+    models = recs.withColumn("model", F.lit("a")).unionByName(
+        recs.withColumn("model", F.lit("b")).withColumn("score", -F.col("score"))
+    )
+    both = evaluate(models, rel, k=[3, 10], group_by=["model"])
+    assert both.per_user.columns[:2] == ["model", "user_id"]
+    for model in ("a", "b"):
+        alone = evaluate(models.filter(F.col("model") == model).drop("model"), rel, k=[3, 10])
+        assert_df_equality(
+            both.per_user.filter(F.col("model") == model).drop("model").orderBy("user_id", "k"),
+            alone.per_user.orderBy("user_id", "k"),
+        )
+        assert_approx_df_equality(
+            both.summary.filter(F.col("model") == model).drop("model"), alone.summary, precision=1e-12
+        )
+
+
+def test_group_by_a_user_attribute(spark, graded):
+    _, _, (recs, rel) = graded
+    attributes = spark.createDataFrame([(u, "kr" if u % 3 else "cn") for u in range(40)], "user_id int, country string")
+    result = evaluate(recs, rel, k=[5], group_by=["country"], user_attributes=attributes)
+    summary = {r.country: r for r in result.summary.collect()}
+    per_user = evaluate(recs, rel, k=[5]).per_user.join(attributes, "user_id")
+    for country in ("kr", "cn"):
+        subset = [r.ndcg for r in per_user.filter(F.col("country") == country).collect()]
+        assert summary[country].users == len(subset)
+        assert summary[country].mean_ndcg == pytest.approx(sum(subset) / len(subset), abs=1e-12)
+
+
+# ----------------------------------------------------------------------------- intervals
+
+
+def test_normal_interval_brackets_the_mean(spark, graded):
+    _, _, (recs, rel) = graded
+    row = evaluate(recs, rel, k=[10]).summary.first()
+    half = 1.959963984540054 * row.std_ndcg / np.sqrt(row.users)
+    assert (row.ndcg_ci_low, row.ndcg_ci_high) == pytest.approx((row.mean_ndcg - half, row.mean_ndcg + half), abs=1e-12)
+
+
+def test_bootstrap_interval_is_seeded_and_partition_independent(spark, graded):
+    _, _, (recs, rel) = graded
+    options = dict(k=[10], confidence_interval="bootstrap", bootstrap_samples=300, seed=7)
+    first = evaluate(recs, rel, **options).summary.first()
+    again = evaluate(recs.repartition(5), rel.repartition(3), **options).summary.first()
+    assert (first.ndcg_ci_low, first.ndcg_ci_high) == (again.ndcg_ci_low, again.ndcg_ci_high)
+    assert first.ndcg_ci_low < first.mean_ndcg < first.ndcg_ci_high
+    # Close to the normal interval for 40 users.
+    normal = evaluate(recs, rel, k=[10]).summary.first()
+    assert first.ndcg_ci_high - first.ndcg_ci_low == pytest.approx(normal.ndcg_ci_high - normal.ndcg_ci_low, rel=0.35)
+    other_seed = evaluate(recs, rel, **{**options, "seed": 8}).summary.first()
+    assert other_seed.ndcg_ci_low != first.ndcg_ci_low
+
+
+# ----------------------------------------------------------------------------- companion metrics
+
+
+def test_companion_metrics_match_trec_eval(spark):
+    recs, rels = _random_graded(seed=5, users=30)
+    cutoffs = [1, 5, 10, 20]
+    measures = {"P." + ",".join(map(str, cutoffs)), "recall." + ",".join(map(str, cutoffs)),
+                "map_cut." + ",".join(map(str, cutoffs)), "recip_rank"}
+    trec = pytrec_eval.RelevanceEvaluator({str(u): m for u, m in rels.items()}, measures).evaluate(
+        {str(u): m for u, m in recs.items()}
+    )
+    result = evaluate(*_frames(spark, recs, rels), k=[*cutoffs, "all"], companion_metrics=True,
+                      tie_break="item_descending")
+    rows = []
+    for u in recs:
+        for k in cutoffs:
+            t = trec[str(u)]
+            rows.append((u, k, t[f"P_{k}"], t[f"recall_{k}"], t[f"map_cut_{k}"]))
+    expected = spark.createDataFrame(rows, "user_id int, k int, precision double, recall double, ap double")
+    got = result.per_user.filter("k is not null").select("user_id", "k", "precision", "recall", "ap")
+    assert_approx_df_equality(got.orderBy("user_id", "k"), expected.orderBy("user_id", "k"), precision=1e-9,
+                              ignore_nullable=True)
+    rr = {r.user_id: r.rr for r in result.per_user.filter("k is null").collect()}
+    for u in recs:
+        assert rr[u] == pytest.approx(trec[str(u)]["recip_rank"], abs=1e-9)
+
+
+def test_companion_metrics_match_ranking_evaluator_on_binary_data(spark):
+    from pyspark.ml.evaluation import RankingEvaluator
+
+    recs, rels = _random_graded(seed=9, users=30)
+    rels = {u: {i: int(r > 2) for i, r in m.items()} for u, m in rels.items()}
+    rec_df, rel_df = _frames(spark, recs, rels)
+    ours = {r.k: r for r in evaluate(rec_df, rel_df, k=[5, 10, "all"], companion_metrics=True).summary.collect()}
+    rows = []
+    for u, scored in recs.items():
+        ranked = [float(i[1:]) for i in sorted(scored, key=lambda i: (-scored[i], i))]
+        labels = [float(i[1:]) for i, r in rels[u].items() if r > 0]
+        rows.append((ranked, labels))
+    df = spark.createDataFrame(rows, "prediction array<double>, label array<double>")
+    for metric, k, ours_value in [
+        ("precisionAtK", 5, ours[5].mean_precision), ("recallAtK", 10, ours[10].mean_recall),
+        ("ndcgAtK", 10, ours[10].mean_ndcg), ("meanAveragePrecision", 10, ours[None].mean_ap),
+    ]:
+        spark_value = RankingEvaluator(metricName=metric, k=k).evaluate(df)
+        assert ours_value == pytest.approx(spark_value, abs=1e-9), metric
+
+
+def test_relevance_threshold(spark):
+    recs = spark.createDataFrame([(1, "a", 3.0), (1, "b", 2.0), (1, "c", 1.0)], "user_id int, item_id string, score double")
+    rel = spark.createDataFrame([(1, "a", 1.0), (1, "b", 4.0), (1, "c", 5.0)], "user_id int, item_id string, relevance double")
+    row = evaluate(recs, rel, k=[1, 3], companion_metrics=True, relevance_threshold=4).per_user.orderBy("k").collect()
+    assert (row[0].precision, row[0].rr, row[0].hit) == (0.0, 0.0, 0.0)
+    assert (row[1].precision, row[1].recall, row[1].rr) == pytest.approx((2 / 3, 1.0, 0.5))
+    assert row[1].ap == pytest.approx((1 / 2 + 2 / 3) / 2)
+
+
+# ----------------------------------------------------------------------------- tie averaging
+
+
+@pytest.mark.parametrize("k", [1, 3, 7, 25])
+def test_tie_averaging_matches_scikit_learn(spark, k):
+    recs, rels = _random_graded(seed=13, users=30, ties=True)
+    got = {r.user_id: r.ndcg for r in evaluate(*_frames(spark, recs, rels), k=[k], ties="average").per_user.collect()}
+    for u, scored in recs.items():
+        universe = sorted(set(scored) | set(rels[u]))
+        # Unrecommended judged items rank below every recommendation, and are not tied with them.
+        y_score = np.array([[scored.get(i, -1.0 - j) for j, i in enumerate(universe)]])
+        y_true = np.array([[rels[u].get(i, 0) for i in universe]], dtype=float)
+        expected = 0.0 if not y_true.any() else ndcg_score(y_true, y_score, k=k)
+        assert got[u] == pytest.approx(expected, abs=1e-9), u
+
+
+def test_tie_averaging_changes_only_tied_lists(spark):
+    recs = spark.createDataFrame([(1, "a", 1.0), (1, "b", 1.0), (2, "a", 2.0), (2, "b", 1.0)],
+                                 "user_id int, item_id string, score double")
+    rel = spark.createDataFrame([(1, "b", 1.0), (2, "b", 1.0)], "user_id int, item_id string, relevance double")
+    rows = {r.user_id: r.dcg for r in evaluate(recs, rel, k=[2], ties="average").per_user.collect()}
+    assert rows[1] == pytest.approx((1.0 + 1 / np.log2(3)) / 2)  # b's gain spread over both tied slots
+    assert rows[2] == pytest.approx(1 / np.log2(3))
+
+
+# ----------------------------------------------------------------------------- ALS output
+
+
+def test_als_recommend_for_all_users_as_input(spark, data_dir):
+    from pyspark.ml.recommendation import ALS
+
+    ratings = spark.read.csv(str(data_dir / "movielens_subset.csv"), header=True, inferSchema=True)
+    train, test = ratings.randomSplit([0.8, 0.2], seed=1)
+    model = ALS(userCol="userId", itemCol="movieId", ratingCol="rating", rank=4, maxIter=3, seed=3,
+                coldStartStrategy="drop").fit(train)
+    als_output = model.recommendForAllUsers(10)  # userId, recommendations: array<struct<movieId, rating>>
+    relevance = test.select("userId", "movieId", F.col("rating").alias("relevance"))
+    options = dict(k=[5, 10], user_col="userId", item_col="movieId")
+    as_array = evaluate(als_output, relevance, recommendations_layout="array", score_col="rating", **options)
+    rows = als_output.select("userId", F.inline("recommendations"))
+    as_rows = evaluate(rows, relevance, score_col="rating", **options)
+    assert_df_equality(as_array.per_user.orderBy("userId", "k"), as_rows.per_user.orderBy("userId", "k"))
+    by_order = evaluate(als_output, relevance, recommendations_layout="array", array_ranking="order", **options)
+    assert_df_equality(by_order.per_user.orderBy("userId", "k"), as_rows.per_user.orderBy("userId", "k"))
+    summary = as_array.summary.collect()
+    assert summary[0].users > 50 and 0.0 <= summary[1].mean_ndcg <= 1.0
