@@ -559,8 +559,9 @@ def summarize(scored: DataFrame, opts: EvaluationOptions) -> DataFrame:
         summary = summary.join(bootstrap_interval(scored, opts), on=[*opts.group_by, "k"], how="left")
     else:
         half = F.lit(1.959963984540054) * F.col("std_ndcg") / F.sqrt(F.col("users").cast("double"))
-        summary = summary.withColumn("ndcg_ci_low", F.col("mean_ndcg") - half).withColumn(
-            "ndcg_ci_high", F.col("mean_ndcg") + half
+        # NDCG lives in [0, 1]; the normal approximation does not know it.
+        summary = summary.withColumn("ndcg_ci_low", F.greatest(F.col("mean_ndcg") - half, F.lit(0.0))).withColumn(
+            "ndcg_ci_high", F.least(F.col("mean_ndcg") + half, F.lit(1.0))
         )
     ordered = [*[F.col(quote(c)).asc_nulls_last() for c in opts.group_by], F.col("k").asc_nulls_last()]
     columns = [c for c in summary.columns if c not in ("ndcg_ci_low", "ndcg_ci_high")]

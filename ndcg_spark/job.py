@@ -45,6 +45,15 @@ class JobConfig:
     run_date: Optional[str] = None
     partition: Optional[str] = None
     fail_below: Optional[str] = None
+    user_attributes: Optional[str] = None
+    remote: Optional[str] = None
+    report: bool = True
+    # `ndcg-spark compare` only: the candidate table (the baseline is `recommendations`), or a
+    # model column with the two model names when both live in `recommendations`.
+    candidate: Optional[str] = None
+    model_col: Optional[str] = None
+    baseline_model: Optional[str] = None
+    candidate_model: Optional[str] = None
     options: EvaluationOptions = field(default_factory=EvaluationOptions)
 
     def __post_init__(self) -> None:
@@ -120,11 +129,23 @@ class JobConfig:
 # ----------------------------------------------------------------------------- command line
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(compare: bool = False) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="ndcg-spark",
-        description="Per-user and mean NDCG@k of recommendations against graded relevance, on Spark.",
+        prog="ndcg-spark compare" if compare else "ndcg-spark",
+        description=(
+            "Paired comparison of two models' NDCG@k: means, mean difference with its 95% interval, "
+            "paired t-test p-value, wins/ties/losses."
+            if compare
+            else "Per-user and mean NDCG@k of recommendations against graded relevance, on Spark. "
+            "'ndcg-spark compare --help' compares two models."
+        ),
     )
+    if compare:
+        parser.add_argument("--baseline", dest="recommendations", help="Path or table of the baseline model.")
+        parser.add_argument("--candidate", help="Path or table of the candidate model.")
+        parser.add_argument("--model-col", dest="model_col", help="Or: one table (--recommendations) with this model column...")
+        parser.add_argument("--baseline-model", dest="baseline_model", help="...this value for the baseline...")
+        parser.add_argument("--candidate-model", dest="candidate_model", help="...and this one for the candidate.")
     parser.add_argument("--config", help="TOML file with any of the options below; flags override it.")
     parser.add_argument("--recommendations", help="Path or catalog table of the recommendations.")
     parser.add_argument("--relevance", help="Path or catalog table of the relevance judgements.")
@@ -135,6 +156,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--partition", help="Write under key=value, replacing only that partition.")
     parser.add_argument("--fail-below", dest="fail_below",
                         help="Quality gate k:threshold[,k:threshold]: exit 4 (after writing) when mean NDCG@k is below.")
+    parser.add_argument("--user-attributes", dest="user_attributes",
+                        help="Path or table with one row per user and segment columns for group_by.")
+    parser.add_argument("--remote", help="Spark Connect URL, e.g. sc://host:15002/;token=... (instead of a local Spark).")
+    parser.add_argument("--report", type=_parse_bool, metavar="true|false", help="Write DIR/report.html (default true).")
     parser.add_argument("--verbose", action="store_true", help="Print Spark's stack trace on errors.")
     for f in dataclasses.fields(EvaluationOptions):
         flag = "--" + f.name.replace("_", "-")
@@ -159,9 +184,9 @@ def _parse_bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
-def parse_config(argv: Sequence[str]) -> tuple[JobConfig, bool]:
+def parse_config(argv: Sequence[str], compare: bool = False) -> tuple[JobConfig, bool]:
     """Config from the TOML file named by ``--config`` with the flags laid over it."""
-    parser = build_parser()
+    parser = build_parser(compare)
     try:
         args = parser.parse_args(list(argv))
     except SystemExit as exc:  # argparse already printed its one-line reason
@@ -171,7 +196,18 @@ def parse_config(argv: Sequence[str]) -> tuple[JobConfig, bool]:
         values.update(load_toml(args.config))
     flags = {k: v for k, v in vars(args).items() if k not in ("config", "verbose") and v is not None}
     values.update(flags)
-    return JobConfig.from_mapping(values), args.verbose
+    config = JobConfig.from_mapping(values)
+    if compare:
+        check_compare_config(config)
+    return config, args.verbose
+
+
+def check_compare_config(config: JobConfig) -> None:
+    by_model = [config.model_col, config.baseline_model, config.candidate_model]
+    if config.candidate and any(by_model):
+        raise ConfigError("give --candidate, or --model-col with --baseline-model and --candidate-model, not both")
+    if not config.candidate and not all(by_model):
+        raise ConfigError("compare needs --candidate, or --model-col with --baseline-model and --candidate-model")
 
 
 def load_toml(path: str) -> Dict[str, Any]:
@@ -217,7 +253,8 @@ def check_output(output: str) -> None:
     if not os.path.isdir(path):
         raise ConfigError(f"output {output} is a file, not a directory")
     entries = set(os.listdir(path))
-    ours = {"per_user", "summary", "summary.json", "rejected", ".summary.json.tmp", "_manifests"}
+    ours = {"per_user", "summary", "summary.json", "rejected", "_manifests", "report.html", "comparison",
+            "comparison.json", ".summary.json.tmp", ".report.html.tmp", ".comparison.json.tmp"}
     if entries - ours:
         strange = sorted(entries - ours)[:3]
         raise ConfigError(
@@ -232,6 +269,8 @@ def main(spark, config: JobConfig) -> Dict[str, Any]:
     partitioned run): its presence marks a complete result. Returns the manifest.
     """
     from ndcg_spark.core import evaluate
+    from ndcg_spark.report import ndcg_histogram
+    from ndcg_spark.report import render as render_report
     from ndcg_spark.validation import validate
 
     started = time.time()
@@ -241,9 +280,12 @@ def main(spark, config: JobConfig) -> Dict[str, Any]:
     check_output(config.output)
     recs = read_table(spark, config.recommendations, config.format, "recommendations")
     rel = read_table(spark, config.relevance, config.format, "relevance")
+    attributes = None
+    if config.user_attributes:
+        attributes = read_table(spark, config.user_attributes, config.format, "user attributes")
     options = dataclasses.asdict(config.options)
     reports = validate(recs, rel, **options)
-    result = evaluate(recs, rel, **options).persist()
+    result = evaluate(recs, rel, user_attributes=attributes, **options).persist()
     part = config.partition_spec
     try:
         write_table(result.per_user, os.path.join(config.output, "per_user"), part)
@@ -252,6 +294,13 @@ def main(spark, config: JobConfig) -> Dict[str, Any]:
         metrics = [row.asDict() for row in summary_df.collect()]
         sums = result.accounting.first().asDict()
         rejected = _write_rejected(spark, result, config.output, part)
+        if config.report:
+            bins = [r.asDict() for r in ndcg_histogram(result.per_user, config.options.group_by).collect()]
+            page = render_report(metrics, bins, config.options.group_by, notes={
+                "recommendations": config.recommendations, "relevance": config.relevance,
+                "gain": config.options.gain, **({"partition": "=".join(part)} if part else {}),
+            })
+            _write_text(spark, manifest_dir(config), "report.html", page)
     finally:
         result.unpersist()
     rows = account_rows({t: r.rows for t, r in reports.items()}, rejected, sums)
@@ -272,6 +321,65 @@ def main(spark, config: JobConfig) -> Dict[str, Any]:
     }
     _write_manifest(spark, manifest_dir(config), manifest)
     return manifest
+
+
+def compare_main(spark, config: JobConfig) -> Dict[str, Any]:
+    """``ndcg-spark compare``: paired per-user NDCG of two models; writes ``per_user/`` (the pairs),
+    ``comparison/`` and, last, ``comparison.json``."""
+    from pyspark.sql import functions as F
+
+    from ndcg_spark.compare import compare
+    from ndcg_spark.validation import validate
+
+    started = time.time()
+    check_output(config.output)
+    rel = read_table(spark, config.relevance, config.format, "relevance")
+    recs = read_table(spark, config.recommendations, config.format, "recommendations")
+    if config.model_col:
+        if config.model_col not in recs.columns:
+            raise InputDataError(f"recommendations table has no column {config.model_col!r} (it has: {', '.join(recs.columns)})")
+        column = F.col(config.model_col).cast("string")
+        baseline = recs.filter(column == config.baseline_model).drop(config.model_col)
+        candidate = recs.filter(column == config.candidate_model).drop(config.model_col)
+    else:
+        baseline, candidate = recs, read_table(spark, config.candidate, config.format, "candidate")
+    attributes = read_table(spark, config.user_attributes, config.format, "user attributes") if config.user_attributes else None
+    options = dataclasses.asdict(config.options)
+    reports = {name: validate(df, rel, **options) for name, df in (("baseline", baseline), ("candidate", candidate))}
+    result = compare(baseline, candidate, rel, user_attributes=attributes, **options)
+    write_table(result.per_user, os.path.join(config.output, "per_user"), config.partition_spec)
+    rows = result.report()
+    if rows:
+        write_table(spark.createDataFrame(rows), os.path.join(config.output, "comparison"), config.partition_spec)
+    manifest = {
+        "comparison": rows,
+        "settings": config.to_dict(),
+        "input_rows": {name: {t: r.rows for t, r in rep.items()} for name, rep in reports.items()},
+        "spark_version": spark.version,
+        "duration_seconds": round(time.time() - started, 3),
+    }
+    _write_manifest(spark, manifest_dir(config), manifest, "comparison.json")
+    return manifest
+
+
+def format_comparison(rows: List[Dict[str, Any]], group_by: Sequence[str] = ()) -> str:
+    headers = ["k", *group_by, "pairs", "baseline", "candidate", "difference", "ci_low", "ci_high", "p_value",
+               "wins", "ties", "losses"]
+    keys = ["k", *group_by, "pairs", "mean_ndcg_baseline", "mean_ndcg_candidate", "mean_difference",
+            "difference_ci_low", "difference_ci_high", "p_value", "wins", "ties", "losses"]
+
+    def cell(key: str, value: Any) -> str:
+        if key == "k":
+            return "all" if value is None else str(value)
+        if value is None:
+            return "-"
+        return f"{value:.6f}" if isinstance(value, float) else str(value)
+
+    table = [[cell(k, r.get(k)) for k in keys] for r in rows]
+    widths = [max(len(h), *(len(t[i]) for t in table)) if table else len(h) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.rjust(w) for h, w in zip(headers, widths))]
+    lines += ["  ".join(v.rjust(w) for v, w in zip(t, widths)) for t in table]
+    return "\n".join(lines)
 
 
 def manifest_dir(config: JobConfig) -> str:
@@ -343,27 +451,32 @@ def account_rows(read: Dict[str, int], rejected: Dict[str, Dict[str, int]], sums
     return tables
 
 
-def _write_manifest(spark, output: str, manifest: Dict[str, Any]) -> None:
-    text = json.dumps(manifest, indent=2, default=str)
+def _write_manifest(spark, output: str, manifest: Dict[str, Any], name: str = "summary.json") -> None:
+    _write_text(spark, output, name, json.dumps(manifest, indent=2, default=str) + "\n")
+
+
+def _write_text(spark, output: str, name: str, text: str) -> None:
+    """Write one small file atomically (local paths) or through Spark (remote file systems)."""
     if "://" in output and not output.startswith("file:"):
-        # Remote file systems: one text file through Spark, renamed by the committer.
         spark.createDataFrame([(text,)], "value string").coalesce(1).write.mode("overwrite").text(
-            os.path.join(output, "summary.json.d")
+            os.path.join(output, name + ".d")
         )
         return
     path = output[len("file:"):] if output.startswith("file:") else output
     os.makedirs(path, exist_ok=True)
-    tmp = os.path.join(path, ".summary.json.tmp")
+    tmp = os.path.join(path, f".{name}.tmp")
     with open(tmp, "w") as fh:
-        fh.write(text + "\n")
-    os.replace(tmp, os.path.join(path, "summary.json"))
+        fh.write(text)
+    os.replace(tmp, os.path.join(path, name))
 
 
 def format_summary(metrics: List[Dict[str, Any]], accounting: Optional[Dict[str, Any]] = None) -> str:
     """The summary as a fixed-width text table, then one line of row accounting per table."""
-    columns = ["k", "users", "mean_ndcg", "mean_dcg", "std_ndcg", "users_zero_idcg",
-               "users_without_recommendations", "users_excluded"]
-    headers = ["k", "users", "mean_ndcg", "mean_dcg", "std_ndcg", "zero_idcg", "no_recs", "excluded"]
+    segments = [c for c in (metrics[0] if metrics else {}) if c not in _SUMMARY_FIELDS]
+    columns = ["k", *segments, "users", "mean_ndcg", "ndcg_ci_low", "ndcg_ci_high", "mean_dcg", "std_ndcg",
+               "users_zero_idcg", "users_without_recommendations", "users_excluded"]
+    headers = ["k", *segments, "users", "mean_ndcg", "ci_low", "ci_high", "mean_dcg", "std_ndcg", "zero_idcg",
+               "no_recs", "excluded"]
 
     def cell(value: Any) -> str:
         if value is None:
@@ -380,6 +493,13 @@ def format_summary(metrics: List[Dict[str, Any]], accounting: Optional[Dict[str,
         aside = ", ".join(f"{k} {v}" for k, v in t["set_aside"].items() if v)
         lines.append(f"{table}: read {t['read']} = used {t['used']}" + (f" + {aside}" if aside else ""))
     return "\n".join(lines)
+
+
+_SUMMARY_FIELDS = {
+    "k", "users", "mean_ndcg", "ndcg_ci_low", "ndcg_ci_high", "mean_dcg", "std_ndcg", "users_zero_idcg",
+    "users_without_recommendations", "users_without_relevance", "users_excluded", "duplicate_recommendations",
+    "duplicate_relevance", "mean_precision", "mean_recall", "mean_ap", "mean_rr", "hit_rate",
+}
 
 
 def _first_line(exc: BaseException) -> str:
@@ -407,6 +527,13 @@ def run(argv: Optional[Sequence[str]] = None) -> int:
     verbose = "--verbose" in argv
     spark = None
     try:
+        if argv and argv[0] == "compare":
+            config, verbose = parse_config(argv[1:], compare=True)
+            spark = _spark_session(config)
+            manifest = compare_main(spark, config)
+            print(format_comparison(manifest["comparison"], config.options.group_by))
+            print(f"wrote {config.output}")
+            return EXIT_OK
         config, verbose = parse_config(argv)
         spark = _spark_session(config)
         manifest = main(spark, config)
@@ -451,6 +578,8 @@ def _spark_session(config: JobConfig):
     """Join the session spark-submit started, or start a local one with quiet logs."""
     from pyspark.sql import SparkSession
 
+    if config.remote:
+        return SparkSession.builder.remote(config.remote).getOrCreate()
     builder = SparkSession.builder.appName("ndcg-spark")
     if config.master:
         builder = builder.master(config.master)

@@ -1,0 +1,157 @@
+"""``report.html``: one self-contained page (inline SVG, no scripts, no network) with the summary
+table, the NDCG@k curve per segment and a histogram of per-user NDCG per k.
+
+The histogram bins are counted in Spark (:func:`ndcg_histogram`); the page is built on the
+driver from those counts and the summary rows only.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any, Dict, List, Optional, Sequence
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from ndcg_spark.validation import quote
+
+BINS = 20
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+
+
+def ndcg_histogram(per_user: DataFrame, group_by: Sequence[str] = (), bins: int = BINS) -> DataFrame:
+    """Counts of per-user NDCG in ``bins`` equal bins over [0, 1] (1.0 in the last), per segment and k."""
+    b = F.least(F.floor(F.col("ndcg") * F.lit(bins)).cast("int"), F.lit(bins - 1))
+    keys = [F.col(quote(c)) for c in (*group_by, "k")]
+    return per_user.groupBy(*keys, b.alias("bin")).agg(F.count(F.lit(1)).alias("users"))
+
+
+def render(
+    metrics: List[Dict[str, Any]],
+    histogram: List[Dict[str, Any]],
+    group_by: Sequence[str] = (),
+    title: str = "ndcg-spark report",
+    notes: Optional[Dict[str, Any]] = None,
+) -> str:
+    """The report page as a string."""
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{_e(title)}</title>",
+        "<style>body{font-family:sans-serif;margin:2em;color:#222}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f3f3f3}"
+        "svg{background:#fff;border:1px solid #ddd;margin:4px}.small{display:inline-block}</style>",
+        "</head><body>",
+        f"<h1>{_e(title)}</h1>",
+    ]
+    if notes:
+        parts.append("<p>" + " · ".join(f"{_e(k)}: {_e(v)}" for k, v in notes.items()) + "</p>")
+    parts += ["<h2>Summary</h2>", _table(metrics, group_by)]
+    parts += ["<h2>Mean NDCG@k</h2>", ndcg_curve(metrics, group_by)]
+    parts += ["<h2>Per-user NDCG</h2>", *histograms(histogram, group_by)]
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value))
+
+
+def _segment(row: Dict[str, Any], group_by: Sequence[str]) -> str:
+    return ", ".join(f"{c}={row[c]}" for c in group_by) or "all users"
+
+
+def _k(value: Optional[int]) -> str:
+    return "all" if value is None else str(value)
+
+
+def _table(metrics: List[Dict[str, Any]], group_by: Sequence[str]) -> str:
+    columns = [*group_by, "k", "users", "mean_ndcg", "ndcg_ci_low", "ndcg_ci_high", "mean_dcg", "std_ndcg"]
+    columns += [c for c in ("mean_precision", "mean_recall", "mean_ap", "mean_rr", "hit_rate") if metrics and c in metrics[0]]
+    head = "".join(f"<th>{_e(c)}</th>" for c in columns)
+    body = []
+    for row in metrics:
+        cells = []
+        for c in columns:
+            v = row.get(c)
+            text = _k(v) if c == "k" else (f"{v:.4f}" if isinstance(v, float) else ("-" if v is None else v))
+            cells.append(f"<td>{_e(text)}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f'<table id="summary"><tr>{head}</tr>' + "".join(body) + "</table>"
+
+
+def ndcg_curve(metrics: List[Dict[str, Any]], group_by: Sequence[str], width: int = 560, height: int = 320) -> str:
+    """Line chart of mean NDCG against k (finite cutoffs), one line per segment."""
+    finite = [m for m in metrics if m["k"] is not None and m["mean_ndcg"] is not None]
+    ks = sorted({m["k"] for m in finite})
+    left, right, top, bottom = 50, 150, 20, 40
+    w, h = width - left - right, height - top - bottom
+    svg = [f'<svg id="ndcg-curve" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img">']
+    svg.append(f'<line x1="{left}" y1="{top + h}" x2="{left + w}" y2="{top + h}" stroke="#444"/>')
+    svg.append(f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + h}" stroke="#444"/>')
+    top_value = max([m["mean_ndcg"] for m in finite] + [1e-9])
+    y_max = min(1.0, _nice(top_value))
+    for i in range(5):
+        v = y_max * i / 4
+        y = top + h - h * v / y_max
+        svg.append(f'<text x="{left - 6}" y="{y + 4:.1f}" font-size="11" text-anchor="end">{v:.3g}</text>')
+    if not ks:
+        svg.append(f'<text x="{left + 10}" y="{top + 20}">no finite cutoff</text></svg>')
+        return "".join(svg)
+
+    def x_of(k: int) -> float:
+        return left + (w * ks.index(k) / (len(ks) - 1) if len(ks) > 1 else w / 2)
+
+    for k in ks:
+        svg.append(f'<text x="{x_of(k):.1f}" y="{top + h + 16}" font-size="11" text-anchor="middle">{k}</text>')
+    svg.append(f'<text x="{left + w / 2}" y="{height - 4}" font-size="12" text-anchor="middle">k</text>')
+    segments: Dict[str, List[Dict[str, Any]]] = {}
+    for m in finite:
+        segments.setdefault(_segment(m, group_by), []).append(m)
+    for i, (name, rows) in enumerate(sorted(segments.items())):
+        color = PALETTE[i % len(PALETTE)]
+        points = " ".join(
+            f"{x_of(r['k']):.1f},{top + h - h * r['mean_ndcg'] / y_max:.1f}" for r in sorted(rows, key=lambda r: r["k"])
+        )
+        svg.append(f'<polyline class="segment" fill="none" stroke="{color}" stroke-width="2" points="{points}"/>')
+        for r in rows:
+            svg.append(
+                f'<circle cx="{x_of(r["k"]):.1f}" cy="{top + h - h * r["mean_ndcg"] / y_max:.1f}" r="3" fill="{color}">'
+                f'<title>{_e(name)} k={r["k"]}: {r["mean_ndcg"]:.4f}</title></circle>'
+            )
+        svg.append(f'<text x="{left + w + 10}" y="{top + 14 + 16 * i}" font-size="12" fill="{color}">{_e(name)}</text>')
+    svg.append("</svg>")
+    return "".join(svg)
+
+
+def histograms(rows: List[Dict[str, Any]], group_by: Sequence[str], bins: int = BINS) -> List[str]:
+    """One small bar chart per (segment, k)."""
+    charts: Dict[tuple, List[int]] = {}
+    for r in rows:
+        key = (_segment(r, group_by), r["k"])
+        charts.setdefault(key, [0] * bins)[int(r["bin"])] += int(r["users"])
+    out = []
+    width, height, pad = 300, 160, 24
+    for (segment, k), counts in sorted(charts.items(), key=lambda kv: (kv[0][0], kv[0][1] is None, kv[0][1] or 0)):
+        top = max(counts) or 1
+        bar = (width - 2 * pad) / bins
+        svg = [f'<svg class="histogram" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img">']
+        svg.append(f'<text x="{pad}" y="14" font-size="12">{_e(segment)}, NDCG@{_k(k)} ({sum(counts)} users)</text>')
+        for i, c in enumerate(counts):
+            bh = (height - 2 * pad - 10) * c / top
+            svg.append(
+                f'<rect x="{pad + i * bar:.1f}" y="{height - pad - bh:.1f}" width="{bar - 1:.1f}" height="{bh:.1f}" '
+                f'fill="#1f77b4"><title>[{i / bins:.2f}, {(i + 1) / bins:.2f}): {c}</title></rect>'
+            )
+        svg.append(f'<text x="{pad}" y="{height - 6}" font-size="10">0</text>')
+        svg.append(f'<text x="{width - pad}" y="{height - 6}" font-size="10" text-anchor="end">1</text>')
+        svg.append("</svg>")
+        out.append('<div class="small">' + "".join(svg) + "</div>")
+    return out
+
+
+def _nice(value: float) -> float:
+    for step in (0.01, 0.02, 0.05, 0.1, 0.2, 0.25, 0.5, 1.0):
+        if value <= step:
+            return step
+    return 1.0
