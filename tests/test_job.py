@@ -153,3 +153,22 @@ def test_readme_sample_command_end_to_end(tmp_path):
     # 610 MovieLens users plus user 999, whose one rating fell in the test split: no recommendations, still counted.
     assert all(m["users"] == 611 and m["users_without_recommendations"] == 1 for m in manifest["metrics"])
     assert manifest["input_rows"] == {"recommendations": 12200, "relevance": 20418}
+
+
+def test_defaults_toml_documents_every_option_with_its_default():
+    import dataclasses
+    import re
+    import tomllib
+
+    from ndcg_spark.job import JobConfig
+    from ndcg_spark.options import EvaluationOptions
+
+    path = ROOT / "conf" / "defaults.toml"
+    text = path.read_text()
+    values = tomllib.loads(text)
+    config = JobConfig.from_mapping({**values, "recommendations": "r/", "relevance": "g/", "output": "o/"})
+    assert config.options == EvaluationOptions()
+    documented = set(re.findall(r"^#?\s*([a-z_]+)\s*=", text, flags=re.M))
+    job_fields = {f.name for f in dataclasses.fields(JobConfig)} - {"options"}
+    missing = (set(EvaluationOptions.names()) | job_fields) - documented
+    assert not missing, f"not documented in conf/defaults.toml: {sorted(missing)}"
