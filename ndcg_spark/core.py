@@ -330,10 +330,11 @@ def recommendation_lists(ranked: DataFrame, opts: EvaluationOptions) -> DataFram
     keep_order = bool(opts.rank_col) or opts.ties == "average"
     fields = [F.col(POSITION), F.col(ITEM)] + ([F.col(ORDER)] if keep_order else [])
     in_order = F.array_sort(F.collect_list(F.struct(*fields)))
-    items = F.transform(F.col(RANKED), lambda x: x[ITEM])
-    orders = [F.transform(F.col(RANKED), lambda x: x[ORDER]).alias(ORDERS)] if keep_order else []
+    # Field extraction from an array of structs is generated code; a transform() lambda is interpreted.
+    items = F.col(RANKED).getField(ITEM)
+    orders = [F.col(RANKED).getField(ORDER).alias(ORDERS)] if keep_order else []
     if opts.rank_col and opts.on_invalid_rows == "error":
-        ranks = F.transform(F.col(RANKED), lambda x: x[ORDER])
+        ranks = F.col(RANKED).getField(ORDER)
         message = F.concat(
             F.lit(
                 f"{INPUT_ERROR_TAG}: recommendations column {opts.rank_col!r} has two items at the same rank "
@@ -354,8 +355,9 @@ def recommendation_lists(ranked: DataFrame, opts: EvaluationOptions) -> DataFram
 def relevance_lists(rel: DataFrame, opts: EvaluationOptions) -> DataFrame:
     """One row per user: item -> relevance map, relevance sorted descending (the ideal list), counts."""
     judged = F.col(JUDGED)
-    judged_items = F.transform(judged, lambda x: x[ITEM])
+    judged_items = judged.getField(ITEM)
     n_repeats = F.size(judged) - F.size(F.array_distinct(judged_items))
+    resolved_col = F.col("__ndcg_resolved")
     if opts.duplicate_relevance == "max":
         # Sorted by item, then relevance descending: the first entry of each item is its maximum.
         by_item = F.array_sort(
@@ -363,6 +365,8 @@ def relevance_lists(rel: DataFrame, opts: EvaluationOptions) -> DataFrame:
         )
         unique = F.filter(by_item, lambda x, i: (i == 0) | (by_item[i - 1][ITEM] != x[ITEM]))
         resolved = F.transform(unique, lambda x: F.struct(x[ITEM].alias(ITEM), (-x["neg"]).alias(REL)))
+        n_relevant = F.size(F.filter(resolved_col, lambda x: x[REL] > 0))
+        n_binary = F.size(F.filter(resolved_col, lambda x: is_relevant(x[REL], opts)))
     else:
         message = F.concat(
             F.lit(
@@ -373,22 +377,29 @@ def relevance_lists(rel: DataFrame, opts: EvaluationOptions) -> DataFrame:
             F.lit("; set duplicate_relevance = \"max\" to keep the largest relevance"),
         )
         resolved = F.when(n_repeats > 0, F.raise_error(message)).otherwise(judged)
-    resolved_col = F.col("__ndcg_resolved")
+        # Without repeats the counts come from the aggregation itself (generated code).
+        n_relevant, n_binary = F.col("__n_relevant"), F.col("__n_binary")
     return (
         rel.groupBy(opts.user_col)
-        .agg(F.collect_list(F.struct(F.col(ITEM), F.col(REL))).alias(JUDGED))
+        .agg(
+            F.collect_list(F.struct(F.col(ITEM), F.col(REL))).alias(JUDGED),
+            F.count(F.when(F.col(REL) > 0, F.lit(1))).cast("int").alias("__n_relevant"),
+            F.count(F.when(is_relevant(F.col(REL), opts), F.lit(1))).cast("int").alias("__n_binary"),
+        )
         .select(
             opts.user_col,
             resolved.alias("__ndcg_resolved"),
             n_repeats.alias(DUP_REL),
             F.size(judged).alias(JUDGED_ROWS),
+            "__n_relevant",
+            "__n_binary",
         )
         .select(
             opts.user_col,
             F.map_from_entries(resolved_col).alias(REL_MAP),
-            _top(F.sort_array(F.transform(resolved_col, lambda x: x[REL]), asc=False), opts).alias(IDEAL),
-            F.size(F.filter(resolved_col, lambda x: x[REL] > 0)).alias("n_relevant"),
-            F.size(F.filter(resolved_col, lambda x: is_relevant(x[REL], opts))).alias(N_REL_BINARY),
+            _top(F.sort_array(resolved_col.getField(REL), asc=False), opts).alias(IDEAL),
+            n_relevant.alias("n_relevant"),
+            n_binary.alias(N_REL_BINARY),
             F.lit(True).alias(HAS_JUDGED),
             DUP_REL,
             JUDGED_ROWS,
@@ -406,25 +417,32 @@ def is_relevant(relevance: Column, opts: EvaluationOptions) -> Column:
 def with_gains(joined: DataFrame, opts: EvaluationOptions) -> DataFrame:
     """Add per-position gains of the recommended list and discounted gains of both lists."""
     items = F.col(ITEMS)
-    rel_of = F.transform(items, lambda item: F.coalesce(F.try_element_at(F.col(REL_MAP), item), F.lit(0.0)))
-    gains = first_occurrence_only(F.transform(rel_of, lambda r: gain(r, opts.gain)), items)
+
+    def relevance_of(item: Column) -> Column:
+        return F.coalesce(F.try_element_at(F.col(REL_MAP), item), F.lit(0.0))
+
+    # One lambda per list: each transform() is interpreted per element, so they are kept few.
+    gains = first_occurrence_only(F.transform(items, lambda item: gain(relevance_of(item), opts.gain)), items)
     if opts.ties == "average":
         gains = tie_averaged(gains, F.col(ORDERS))
-    ideal_gains = F.transform(F.col(IDEAL), lambda r: gain(r, opts.gain))
+    ideal = F.col(IDEAL)
+    ideal_gains = ideal if opts.gain == "linear" else F.transform(ideal, lambda r: gain(r, opts.gain))
     n = array_size(items)
     if opts.ties == "average" and opts.largest_k is not None:
         # Tied rows past the largest k were kept for their gains only; they are not recommendations.
         n = F.least(n, F.lit(opts.largest_k))
     extra = []
     if opts.companion_metrics:
-        hits = first_occurrence_only(F.transform(rel_of, lambda r: is_relevant(r, opts).cast("double")), items)
+        hits = first_occurrence_only(
+            F.transform(items, lambda item: is_relevant(relevance_of(item), opts).cast("double")), items
+        )
         positions = F.transform(hits, lambda h, i: F.when(h > 0, i + F.lit(1)))
         extra = [
             F.filter(positions, lambda p: p.isNotNull()).alias(HITS),
             F.coalesce(F.col(N_REL_BINARY), F.lit(0)).alias(N_REL_BINARY),
         ]
     keys = [F.col(quote(c)) for c in (*_recommendation_segments(opts, joined.columns), opts.user_col)]
-    return joined.select(
+    with_gain_arrays = joined.select(
         *keys,
         n.alias("n_recommended"),
         F.coalesce(F.col("n_relevant"), F.lit(0)).alias("n_relevant"),
@@ -433,10 +451,11 @@ def with_gains(joined: DataFrame, opts: EvaluationOptions) -> DataFrame:
         F.coalesce(F.col(DUP_REL), F.lit(0)).alias(DUP_REL),
         F.coalesce(F.col(JUDGED_ROWS), F.lit(0)).alias(JUDGED_ROWS),
         gains.alias(GAINS),
-        discounted_gains(gains).alias(DGAINS),
         discounted_gains(ideal_gains).alias(IDGAINS),
         *extra,
     )
+    # A projection of its own: the gains are used twice, so the optimizer keeps them computed once.
+    return with_gain_arrays.withColumn(DGAINS, discounted_gains(F.col(GAINS)))
 
 
 def tie_averaged(gains: Column, orders: Column) -> Column:
