@@ -172,3 +172,29 @@ def test_defaults_toml_documents_every_option_with_its_default():
     job_fields = {f.name for f in dataclasses.fields(JobConfig)} - {"options"}
     missing = (set(EvaluationOptions.names()) | job_fields) - documented
     assert not missing, f"not documented in conf/defaults.toml: {sorted(missing)}"
+
+
+def test_job_reproduces_the_seed_examples(tmp_path):
+    """Seed 000/004 (whole-list cutoff, mean 0.7356022113638424) and seed 002 (k = 5), from CSV through the job."""
+    truth = {"A": 0.1, "B": 0.5, "C": 0.7, "D": 0.5, "E": 0.1}
+    lists = {1: "ABC", 2: "DACBE"}
+    (tmp_path / "recs.csv").write_text(
+        "user_id,item_id,score\n"
+        + "".join(f"{u},{i},{len(items) - r}\n" for u, items in lists.items() for r, i in enumerate(items))
+    )
+    (tmp_path / "rel.csv").write_text(
+        "user_id,item_id,relevance\n" + "".join(f"{u},{i},{v}\n" for u in lists for i, v in truth.items())
+    )
+    out = tmp_path / "out"
+    assert run(["--recommendations", str(tmp_path / "recs.csv"), "--relevance", str(tmp_path / "rel.csv"),
+                "--format", "csv", "--output", str(out)]) == EXIT_OK
+    metrics = _manifest(out)["metrics"]
+    assert [m["k"] for m in metrics] == [None]
+    assert metrics[0]["mean_ndcg"] == pytest.approx(0.7356022113638424, abs=1e-15)
+    (tmp_path / "recs2.csv").write_text("user_id,item_id,score\n1,A,5\n1,B,4\n1,C,3\n1,D,2\n1,E,1\n")
+    (tmp_path / "rel2.csv").write_text("user_id,item_id,relevance\n1,A,3\n1,B,2\n1,C,5\n1,D,0\n1,E,1\n")
+    out2 = tmp_path / "out2"
+    assert run(["--recommendations", str(tmp_path / "recs2.csv"), "--relevance", str(tmp_path / "rel2.csv"),
+                "--format", "csv", "--output", str(out2), "--k", "5"]) == EXIT_OK
+    row = _manifest(out2)["metrics"][0]
+    assert row["mean_dcg"] == pytest.approx(7.149, abs=1e-3) and row["mean_ndcg"] == pytest.approx(0.859, abs=1e-3)
