@@ -198,3 +198,48 @@ def test_job_reproduces_the_seed_examples(tmp_path):
                 "--format", "csv", "--output", str(out2), "--k", "5"]) == EXIT_OK
     row = _manifest(out2)["metrics"][0]
     assert row["mean_dcg"] == pytest.approx(7.149, abs=1e-3) and row["mean_ndcg"] == pytest.approx(0.859, abs=1e-3)
+
+
+def test_run_date_reruns_replace_only_their_partition(spark, suite_inputs, tmp_path, capsys):
+    """Scheduled-stage semantics: dynamic partition overwrite, manifest last, failed runs change nothing."""
+    from ndcg_spark.errors import EXIT_QUALITY_GATE
+
+    recs_path, rel_path, recs, rel = suite_inputs
+    out = tmp_path / "out"
+    base = ["--relevance", rel_path, "--output", str(out), "--k", "3,10"]
+    assert run(["--recommendations", recs_path, "--run-date", "2026-11-20", *base]) == EXIT_OK
+    assert run(["--recommendations", recs_path, "--run-date", "2026-11-21", *base]) == EXIT_OK
+    log = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    assert [entry["partition"] for entry in log] == [{"run_date": "2026-11-20"}, {"run_date": "2026-11-21"}]
+
+    def per_user(date):
+        return spark.read.parquet(str(out / "per_user")).filter(f"run_date = '{date}'").drop("run_date")
+
+    before_20 = per_user("2026-11-20").orderBy("user_id", "k").collect()
+    # Re-run the 21st with a worse model: only that partition changes.
+    worse = tmp_path / "worse"
+    recs.withColumn("score", -recs["score"]).write.parquet(str(worse))
+    assert run(["--recommendations", str(worse), "--run-date", "2026-11-21", *base]) == EXIT_OK
+    assert per_user("2026-11-20").orderBy("user_id", "k").collect() == before_20
+    library = evaluate(spark.read.parquet(str(worse)), rel, k=[3, 10]).per_user
+    assert_df_equality(per_user("2026-11-21").orderBy("user_id", "k"), library.orderBy("user_id", "k"),
+                       ignore_nullable=True)
+    assert spark.read.parquet(str(out / "per_user")).count() == 2 * library.count()
+    manifest = json.loads((out / "_manifests" / "run_date=2026-11-21" / "summary.json").read_text())
+    assert manifest["partition"] == {"run_date": "2026-11-21"}
+
+    # A failed run (invalid input) leaves the previous result of that date and its manifest intact.
+    bad = tmp_path / "bad"
+    recs.withColumn("score", recs["score"] * float("nan")).write.parquet(str(bad))
+    before_21 = per_user("2026-11-21").orderBy("user_id", "k").collect()
+    assert run(["--recommendations", str(bad), "--run-date", "2026-11-21", *base]) == EXIT_INPUT
+    assert per_user("2026-11-21").orderBy("user_id", "k").collect() == before_21
+    assert json.loads((out / "_manifests" / "run_date=2026-11-21" / "summary.json").read_text()) == manifest
+
+    # The quality gate fails after writing, with its own exit code.
+    capsys.readouterr()
+    code = run(["--recommendations", recs_path, "--run-date", "2026-11-22", "--fail-below", "10:0.9", *base])
+    assert code == EXIT_QUALITY_GATE
+    assert "quality gate failed: mean NDCG@10" in capsys.readouterr().err
+    assert (out / "_manifests" / "run_date=2026-11-22" / "summary.json").exists()
+    assert per_user("2026-11-22").count() > 0
