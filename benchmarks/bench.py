@@ -546,7 +546,9 @@ def write_plans(spark, paths: Dict[str, str], path: Path, log) -> None:
     recs, rel = spark.read.parquet(paths["recs"]), spark.read.parquet(paths["rel"])
     summary = ndcg_spark.evaluate(recs, rel, k=[10]).summary
     buf = io.StringIO()
+    lib = library_version()
     with contextlib.redirect_stdout(buf):
+        print(f"# ndcg_spark {lib['version']} from {lib['path']} (sources sha256 {lib['sources_sha256']}); data {paths['recs']}\n")
         print("#### (b) ndcg_spark.evaluate(recs, rel, k=[10]).summary -- explain(mode='formatted'), before execution\n")
         summary.explain(mode="formatted")
         summary.collect()

@@ -476,27 +476,29 @@ def tie_averaged(gains: Column, orders: Column) -> Column:
 
 
 def with_cutoffs(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
-    """One row per (user, k) with cg, dcg, idcg and ndcg; the gain arrays are dropped."""
+    """One row per (user, k) with cg, dcg, idcg and ndcg; the gain arrays are dropped.
+
+    The cutoffs are exploded first and one set of sums serves them all: the generated code keeps
+    the same size for any number of k (with one expression set per k, six cutoffs pushed a
+    method past the JIT's 8,000-byte limit and the whole stage ran interpreted).
+    """
     n = F.col("n_recommended")
-    rows = []
-    for k in opts.cutoffs:
-        cut = n if k is None else F.lit(k)
-        ideal_cut = F.least(cut, n) if opts.cap_ideal_at_list_length else cut
-        dcg = sum_first(F.col(DGAINS), cut)
-        idcg = sum_first(F.col(IDGAINS), ideal_cut)
-        fields = [
-            F.lit(k).cast("int").alias("k"),
-            sum_first(F.col(GAINS), cut).alias("cg"),
-            dcg.alias("dcg"),
-            idcg.alias("idcg"),
-        ]
-        if opts.companion_metrics:
-            fields += companion_metrics(F.col(HITS), F.col(N_REL_BINARY), cut)
-        rows.append(F.struct(*fields))
+    cutoffs = F.array(*[F.lit(k).cast("int") for k in opts.cutoffs])
+    exploded = df.select(*df.columns, F.explode(cutoffs).alias("k"))
+    cut = F.coalesce(F.col("k"), n)
+    ideal_cut = F.least(cut, n) if opts.cap_ideal_at_list_length else cut
+    extra = companion_metrics(F.col(HITS), F.col(N_REL_BINARY), cut) if opts.companion_metrics else []
     keep = [c for c in df.columns if c not in (GAINS, DGAINS, IDGAINS, HITS)]
-    exploded = df.select(*keep, F.inline(F.array(*rows)))
+    scored = exploded.select(
+        *keep,
+        "k",
+        sum_first(F.col(GAINS), cut).alias("cg"),
+        sum_first(F.col(DGAINS), cut).alias("dcg"),
+        sum_first(F.col(IDGAINS), ideal_cut).alias("idcg"),
+        *extra,
+    )
     ndcg = F.when(F.col("idcg") > 0, F.col("dcg") / F.col("idcg")).otherwise(F.lit(0.0))
-    return exploded.withColumn("ndcg", ndcg)
+    return scored.withColumn("ndcg", ndcg)
 
 
 def companion_metrics(hit_positions: Column, n_relevant: Column, cut: Column) -> list:

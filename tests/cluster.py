@@ -228,27 +228,36 @@ def build_pyfiles(output: Path) -> Path:
 
 
 def isolated_python(where: Path) -> Path:
-    """An interpreter that sees this venv's third-party packages but NOT the project.
+    """An interpreter with this environment's third-party packages but WITHOUT the project.
 
-    The venv installs ``ndcg_spark`` in editable mode: a ``.pth`` file in site-packages puts a
-    finder on ``sys.meta_path`` that imports the package from the checkout, in every Python
-    started from this venv, whatever PYTHONPATH or the working directory. A second, empty venv
-    (``--without-pip``: 0.1 s) whose site-packages holds one ``.pth`` line naming this venv's
-    site-packages gets pyspark, pyarrow, pandas, ... on ``sys.path``, but Python processes
-    ``.pth`` files only in site directories, so the editable finder is never installed: like a
-    cluster node where only pyspark is installed, ``import ndcg_spark`` works only from --py-files.
+    The test venv installs ``ndcg_spark`` in editable mode: a ``.pth`` file in site-packages puts
+    a finder on ``sys.meta_path`` that imports the package from the checkout in every Python
+    started from the venv, whatever PYTHONPATH or the working directory (a non-editable install
+    would put the package itself there). So: a second, empty venv (``--without-pip``: 0.1 s)
+    whose site-packages links to every entry of ours except the project's own (``ndcg_spark``,
+    its metadata, its editable finder) and except ``.pth`` files. It has pyspark, pyarrow,
+    pandas, ...; like a cluster node where only pyspark is installed, it imports ``ndcg_spark``
+    only from --py-files.
     """
     import site
     import sysconfig
 
-    if not (where / "bin" / "python").exists():
-        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True, timeout=120)
-        purelib = Path(subprocess.run(
-            [str(where / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-            check=True, capture_output=True, text=True, timeout=60).stdout.strip())
-        ours = [p for p in site.getsitepackages() if Path(p).is_dir()] or [sysconfig.get_paths()["purelib"]]
-        (purelib / "borrowed-site-packages.pth").write_text("\n".join(ours) + "\n")
-    return where / "bin" / "python"
+    python = where / "bin" / "python"
+    if python.exists():
+        return python
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True, timeout=120)
+    purelib = Path(subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True, capture_output=True, text=True, timeout=60).stdout.strip())
+    ours = [Path(p) for p in site.getsitepackages() if Path(p).is_dir()] or [Path(sysconfig.get_paths()["purelib"])]
+    for site_dir in ours:
+        for entry in sorted(site_dir.iterdir()):
+            name = entry.name.lower().replace("-", "_")
+            if entry.suffix == ".pth" or name.startswith(("ndcg_spark", "__editable__")) or name == "__pycache__":
+                continue
+            if not (purelib / entry.name).exists():
+                (purelib / entry.name).symlink_to(entry)
+    return python
 
 
 def clean_env(python: Path, **extra: str) -> Dict[str, str]:
@@ -696,6 +705,9 @@ class ConnectServer:
         return self
 
     def wait_ready(self) -> "ConnectServer":
+        """Block until the server listens (relaunching on new ports, twice at most, if it died)."""
+        if self._ready:
+            return self
         for attempt in range(3):
             if self._script is None:
                 self.begin()
