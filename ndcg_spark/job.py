@@ -59,6 +59,8 @@ class JobConfig:
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
             raise ConfigError(f"format = {self.format!r} is not one of {', '.join(FORMATS)}")
+        if self.remote and self.master:
+            raise ConfigError("give master or remote (Spark Connect), not both")
         if self.run_date is not None:
             try:
                 datetime.date.fromisoformat(str(self.run_date))

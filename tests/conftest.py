@@ -24,7 +24,12 @@ def spark():
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.default.parallelism", "4")
         .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{DATA / 'log4j2-tests.properties'}")
+        # Tiny test queries: the C1 JIT and the serial GC start faster; results cannot change.
+        .config(
+            "spark.driver.extraJavaOptions",
+            f"-Dlog4j2.configurationFile=file:{DATA / 'log4j2-tests.properties'} "
+            "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+        )
         .getOrCreate()
     )
     yield session
