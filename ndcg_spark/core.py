@@ -30,7 +30,14 @@ from ndcg_spark.functions import (
     sum_first,
 )
 from ndcg_spark.options import EvaluationOptions
-from ndcg_spark.validation import check_key_types, check_schema, guard_rows, quote, split_rows
+from ndcg_spark.validation import (
+    INTEGRAL_TYPES,
+    check_key_types,
+    check_schema,
+    guard_rows,
+    quote,
+    split_rows,
+)
 
 # Internal column names; the inputs are narrowed to the configured columns first, so these
 # cannot collide with the caller's own columns (other than the user key, which keeps its name).
@@ -46,8 +53,6 @@ IDEAL = "__ndcg_ideal"
 GAINS = "__ndcg_gains"
 DGAINS = "__ndcg_discounted_gains"
 IDGAINS = "__ndcg_ideal_discounted_gains"
-CUTOFFS = "__ndcg_cutoffs"
-HAS_RECS = "__ndcg_has_recommendations"
 HAS_JUDGED = "__ndcg_has_relevance_rows"
 DUP_RECS = "__ndcg_duplicate_recommendations"
 DUP_REL = "__ndcg_duplicate_relevance"
@@ -64,23 +69,6 @@ COMPANION_COLUMNS = ("precision", "recall", "ap", "rr", "hit")
 
 #: Columns of ``EvaluationResult.per_user`` after the user column.
 PER_USER_COLUMNS = ("k", "cg", "dcg", "idcg", "ndcg", "n_recommended", "n_relevant")
-
-#: Columns of ``EvaluationResult.summary``.
-SUMMARY_COLUMNS = (
-    "k",
-    "users",
-    "mean_ndcg",
-    "mean_dcg",
-    "std_ndcg",
-    "users_zero_idcg",
-    "users_without_recommendations",
-    "users_without_relevance",
-    "users_excluded",
-    "duplicate_recommendations",
-    "duplicate_relevance",
-)
-
-_INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 
 
 @dataclass(frozen=True)
@@ -281,7 +269,7 @@ def select_relevance(df: DataFrame, opts: EvaluationOptions, item_type: T.DataTy
     item = F.col(quote(opts.item_col))
     rel_item_type = df.schema[opts.item_col].dataType if opts.item_col in df.columns else None
     if rel_item_type is not None and rel_item_type != item_type:
-        both_integral = isinstance(rel_item_type, _INTEGRAL) and isinstance(item_type, _INTEGRAL)
+        both_integral = isinstance(rel_item_type, INTEGRAL_TYPES) and isinstance(item_type, INTEGRAL_TYPES)
         if not both_integral:
             raise InputDataError(
                 f"item column {opts.item_col!r} is {item_type.simpleString()} in the recommendations "
