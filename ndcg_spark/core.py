@@ -48,7 +48,8 @@ REL = "__ndcg_relevance"
 RANKED = "__ndcg_ranked"
 ITEMS = "__ndcg_items"
 JUDGED = "__ndcg_judged"
-REL_MAP = "__ndcg_relevance_map"
+JUDGED_ITEMS = "__ndcg_judged_items"
+JUDGED_RELEVANCE = "__ndcg_judged_relevance"
 IDEAL = "__ndcg_ideal"
 GAINS = "__ndcg_gains"
 DGAINS = "__ndcg_discounted_gains"
@@ -313,16 +314,24 @@ def filter_top_k(df: DataFrame, k: Optional[int]) -> DataFrame:
 
 
 def recommendation_lists(ranked: DataFrame, opts: EvaluationOptions) -> DataFrame:
-    """One row per user: the recommended items in position order, and how many repeat."""
-    # collect_list order is not defined after a shuffle: sort by position explicitly.
+    """One row per user: the recommended items in position order, and how many repeat.
+
+    The lists are collected as arrays of primitives (a list of structs costs about twice as
+    much to aggregate). collect_list order is not defined after a shuffle, so the positions are
+    collected alongside and checked against 1..n; only a list that arrives out of order pays
+    for an explicit sort by position.
+    """
     keep_order = bool(opts.rank_col) or opts.ties == "average"
-    fields = [F.col(POSITION), F.col(ITEM)] + ([F.col(ORDER)] if keep_order else [])
-    in_order = F.array_sort(F.collect_list(F.struct(*fields)))
-    # Field extraction from an array of structs is generated code; a transform() lambda is interpreted.
-    items = F.col(RANKED).getField(ITEM)
-    orders = [F.col(RANKED).getField(ORDER).alias(ORDERS)] if keep_order else []
+    positions, items, orders = F.col("__ndcg_positions"), F.col("__ndcg_items_raw"), F.col("__ndcg_orders_raw")
+    in_order = positions == F.sequence(F.lit(1), F.size(positions))
+    collected = [F.collect_list(POSITION).alias("__ndcg_positions"), F.collect_list(ITEM).alias("__ndcg_items_raw")]
+    if keep_order:
+        collected.append(F.collect_list(ORDER).alias("__ndcg_orders_raw"))
+    sorted_structs = F.sort_array(F.arrays_zip(positions, items, *([orders] if keep_order else [])))
+    ordered_items = F.when(in_order, items).otherwise(sorted_structs.getField("__ndcg_items_raw"))
+    ordered = [F.when(in_order, orders).otherwise(sorted_structs.getField("__ndcg_orders_raw")).alias(ORDERS)] if keep_order else []
     if opts.rank_col and opts.on_invalid_rows == "error":
-        ranks = F.col(RANKED).getField(ORDER)
+        ranks = F.col(ORDERS)
         message = F.concat(
             F.lit(
                 f"{INPUT_ERROR_TAG}: recommendations column {opts.rank_col!r} has two items at the same rank "
@@ -330,32 +339,45 @@ def recommendation_lists(ranked: DataFrame, opts: EvaluationOptions) -> DataFram
             ),
             F.col(opts.user_col).cast("string"),
         )
-        items = F.when(F.size(F.array_distinct(ranks)) < F.size(ranks), F.raise_error(message)).otherwise(items)
+        checked_items = F.when(F.size(F.array_distinct(ranks)) < F.size(ranks), F.raise_error(message)).otherwise(
+            F.col(ITEMS)
+        )
+    else:
+        checked_items = F.col(ITEMS)
     keys = [F.col(quote(c)) for c in (*_recommendation_segments(opts, ranked.columns), opts.user_col)]
     return (
         ranked.groupBy(*keys)
-        .agg(in_order.alias(RANKED))
-        .select(*keys, items.alias(ITEMS), *orders)
+        .agg(*collected)
+        .select(*keys, ordered_items.alias(ITEMS), *ordered)
+        .select(*keys, checked_items.alias(ITEMS), *([F.col(ORDERS)] if keep_order else []))
         .withColumn(DUP_RECS, F.size(F.col(ITEMS)) - F.size(F.array_distinct(F.col(ITEMS))))
     )
 
 
 def relevance_lists(rel: DataFrame, opts: EvaluationOptions) -> DataFrame:
-    """One row per user: item -> relevance map, relevance sorted descending (the ideal list), counts."""
-    judged = F.col(JUDGED)
-    judged_items = judged.getField(ITEM)
-    n_repeats = F.size(judged) - F.size(F.array_distinct(judged_items))
-    resolved_col = F.col("__ndcg_resolved")
+    """One row per user: judged items and their relevance (parallel arrays), the ideal list, counts.
+
+    With ``duplicate_relevance = "max"`` repeated (user, item) rows are first merged by an
+    aggregation (their largest relevance); otherwise a repeat raises an input error.
+    """
+    items, rels = F.col("__ndcg_judged_items"), F.col("__ndcg_judged_relevance")
     if opts.duplicate_relevance == "max":
-        # Sorted by item, then relevance descending: the first entry of each item is its maximum.
-        by_item = F.array_sort(
-            F.transform(judged, lambda x: F.struct(x[ITEM].alias(ITEM), (-x[REL]).alias("neg"))),
-        )
-        unique = F.filter(by_item, lambda x, i: (i == 0) | (by_item[i - 1][ITEM] != x[ITEM]))
-        resolved = F.transform(unique, lambda x: F.struct(x[ITEM].alias(ITEM), (-x["neg"]).alias(REL)))
-        n_relevant = F.size(F.filter(resolved_col, lambda x: x[REL] > 0))
-        n_binary = F.size(F.filter(resolved_col, lambda x: is_relevant(x[REL], opts)))
+        rel = rel.groupBy(opts.user_col, ITEM).agg(F.max(REL).alias(REL), F.count(F.lit(1)).alias("__ndcg_rows"))
+        rows = F.col("__ndcg_rows")
     else:
+        rows = F.lit(1)
+    per_user = rel.groupBy(opts.user_col).agg(
+        F.collect_list(ITEM).alias("__ndcg_judged_items"),
+        F.collect_list(REL).alias("__ndcg_judged_relevance"),
+        F.sum(rows).cast("int").alias(JUDGED_ROWS),
+        F.count(F.when(F.col(REL) > 0, F.lit(1))).cast("int").alias("n_relevant"),
+        F.count(F.when(is_relevant(F.col(REL), opts), F.lit(1))).cast("int").alias(N_REL_BINARY),
+    )
+    if opts.duplicate_relevance == "max":
+        n_repeats = F.col(JUDGED_ROWS) - F.size(items)
+        checked_items = items
+    else:
+        n_repeats = F.size(items) - F.size(F.array_distinct(items))
         message = F.concat(
             F.lit(
                 f"{INPUT_ERROR_TAG}: relevance table has more than one row for a ({opts.user_col}, "
@@ -364,34 +386,17 @@ def relevance_lists(rel: DataFrame, opts: EvaluationOptions) -> DataFrame:
             F.col(opts.user_col).cast("string"),
             F.lit("; set duplicate_relevance = \"max\" to keep the largest relevance"),
         )
-        resolved = F.when(n_repeats > 0, F.raise_error(message)).otherwise(judged)
-        # Without repeats the counts come from the aggregation itself (generated code).
-        n_relevant, n_binary = F.col("__n_relevant"), F.col("__n_binary")
-    return (
-        rel.groupBy(opts.user_col)
-        .agg(
-            F.collect_list(F.struct(F.col(ITEM), F.col(REL))).alias(JUDGED),
-            F.count(F.when(F.col(REL) > 0, F.lit(1))).cast("int").alias("__n_relevant"),
-            F.count(F.when(is_relevant(F.col(REL), opts), F.lit(1))).cast("int").alias("__n_binary"),
-        )
-        .select(
-            opts.user_col,
-            resolved.alias("__ndcg_resolved"),
-            n_repeats.alias(DUP_REL),
-            F.size(judged).alias(JUDGED_ROWS),
-            "__n_relevant",
-            "__n_binary",
-        )
-        .select(
-            opts.user_col,
-            F.map_from_entries(resolved_col).alias(REL_MAP),
-            _top(F.sort_array(resolved_col.getField(REL), asc=False), opts).alias(IDEAL),
-            n_relevant.alias("n_relevant"),
-            n_binary.alias(N_REL_BINARY),
-            F.lit(True).alias(HAS_JUDGED),
-            DUP_REL,
-            JUDGED_ROWS,
-        )
+        checked_items = F.when(n_repeats > 0, F.raise_error(message)).otherwise(items)
+    return per_user.select(
+        opts.user_col,
+        checked_items.alias(JUDGED_ITEMS),
+        rels.alias(JUDGED_RELEVANCE),
+        _top(F.sort_array(rels, asc=False), opts).alias(IDEAL),
+        "n_relevant",
+        N_REL_BINARY,
+        F.lit(True).alias(HAS_JUDGED),
+        n_repeats.cast("int").alias(DUP_REL),
+        JUDGED_ROWS,
     )
 
 
@@ -403,34 +408,33 @@ def is_relevant(relevance: Column, opts: EvaluationOptions) -> Column:
 
 
 def with_gains(joined: DataFrame, opts: EvaluationOptions) -> DataFrame:
-    """Add per-position gains of the recommended list and discounted gains of both lists."""
+    """Per user: the list length, policy counts, and the arrays the per-position rows come from.
+
+    Only the optional modes compute gain arrays here, with higher-order functions (interpreted
+    per element): tie averaging needs every gain of a tied group, and the companion metrics the
+    positions of the hits. In the default mode the gains are computed per position in
+    :func:`with_cutoffs`, as generated code.
+    """
     items = F.col(ITEMS)
-
-    def relevance_of(item: Column) -> Column:
-        return F.coalesce(F.try_element_at(F.col(REL_MAP), item), F.lit(0.0))
-
-    # One lambda per list: each transform() is interpreted per element, so they are kept few.
-    gains = first_occurrence_only(F.transform(items, lambda item: gain(relevance_of(item), opts.gain)), items)
-    if opts.ties == "average":
-        gains = tie_averaged(gains, F.col(ORDERS))
-    ideal = F.col(IDEAL)
-    ideal_gains = ideal if opts.gain == "linear" else F.transform(ideal, lambda r: gain(r, opts.gain))
     n = array_size(items)
     if opts.ties == "average" and opts.largest_k is not None:
         # Tied rows past the largest k were kept for their gains only; they are not recommendations.
         n = F.least(n, F.lit(opts.largest_k))
     extra = []
+    if opts.ties == "average":
+        gains = first_occurrence_only(F.transform(items, lambda item: gain(relevance_of(item), opts.gain)), items)
+        extra.append(F.coalesce(tie_averaged(gains, F.col(ORDERS)), F.array().cast("array<double>")).alias(GAINS))
     if opts.companion_metrics:
         hits = first_occurrence_only(
             F.transform(items, lambda item: is_relevant(relevance_of(item), opts).cast("double")), items
         )
         positions = F.transform(hits, lambda h, i: F.when(h > 0, i + F.lit(1)))
-        extra = [
+        extra += [
             F.filter(positions, lambda p: p.isNotNull()).alias(HITS),
             F.coalesce(F.col(N_REL_BINARY), F.lit(0)).alias(N_REL_BINARY),
         ]
     keys = [F.col(quote(c)) for c in (*_recommendation_segments(opts, joined.columns), opts.user_col)]
-    with_gain_arrays = joined.select(
+    return joined.select(
         *keys,
         n.alias("n_recommended"),
         F.coalesce(F.col("n_relevant"), F.lit(0)).alias("n_relevant"),
@@ -438,12 +442,19 @@ def with_gains(joined: DataFrame, opts: EvaluationOptions) -> DataFrame:
         F.coalesce(F.col(DUP_RECS), F.lit(0)).alias(DUP_RECS),
         F.coalesce(F.col(DUP_REL), F.lit(0)).alias(DUP_REL),
         F.coalesce(F.col(JUDGED_ROWS), F.lit(0)).alias(JUDGED_ROWS),
-        gains.alias(GAINS),
-        discounted_gains(ideal_gains).alias(IDGAINS),
+        F.coalesce(items, F.array().cast(joined.schema[ITEMS].dataType)).alias(ITEMS),
+        F.col(JUDGED_ITEMS),
+        F.col(JUDGED_RELEVANCE),
+        F.coalesce(F.col(IDEAL), F.array().cast("array<double>")).alias(IDEAL),
         *extra,
     )
-    # A projection of its own: the gains are used twice, so the optimizer keeps them computed once.
-    return with_gain_arrays.withColumn(DGAINS, discounted_gains(F.col(GAINS)))
+
+
+def relevance_of(item: Column) -> Column:
+    """The judged relevance of ``item`` for the row's user, 0.0 when it was not judged."""
+    # array_position is 0 when the item was not judged (and null when the user has no judgements).
+    at = F.array_position(F.col(JUDGED_ITEMS), item).cast("int")
+    return F.when(at > 0, F.try_element_at(F.col(JUDGED_RELEVANCE), at)).otherwise(F.lit(0.0))
 
 
 def tie_averaged(gains: Column, orders: Column) -> Column:
@@ -464,26 +475,66 @@ def tie_averaged(gains: Column, orders: Column) -> Column:
 
 
 def with_cutoffs(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
-    """One row per (user, k) with cg, dcg, idcg and ndcg; the gain arrays are dropped.
+    """One row per (user, k) with cg, dcg, idcg and ndcg; the arrays are dropped.
 
-    The cutoffs are exploded first and one set of sums serves them all: the generated code keeps
-    the same size for any number of k (with one expression set per k, six cutoffs pushed a
-    method past the JIT's 8,000-byte limit and the whole stage ran interpreted).
+    Each user's list and ideal list are exploded into one row per position; every gain, discount
+    and cutoff test is then a plain column expression (generated code, where a higher-order
+    function over the arrays is interpreted per element), and one aggregation per user sums all
+    cutoffs at once. The rows of a user stay in one task, so the sums run in position order and
+    the figures are the same on every run.
     """
     n = F.col("n_recommended")
+    slot = F.col("__ndcg_slot")
+    position = F.col("__ndcg_pos") + F.lit(1)
+    item = slot.getField(ITEMS)
+    if opts.ties == "average":
+        slot_gain = slot.getField(GAINS)
+    else:
+        first = F.when(F.col(DUP_RECS) > 0, F.array_position(F.col(ITEMS), item) == position).otherwise(F.lit(True))
+        slot_gain = F.when(first, gain(relevance_of(item), opts.gain)).otherwise(F.lit(0.0))
+    zipped = F.arrays_zip(F.col(ITEMS), F.col(IDEAL), *([F.col(GAINS)] if opts.ties == "average" else []))
+    arrays = (ITEMS, JUDGED_ITEMS, JUDGED_RELEVANCE, IDEAL, GAINS, HITS, N_REL_BINARY)
+    keys = [c for c in df.columns if c not in arrays]
+    if opts.companion_metrics:
+        # Computed per user (higher-order functions on the hit positions), before the explode.
+        companion_columns = []
+        for j, k in enumerate(opts.cutoffs):
+            cut = n if k is None else F.lit(k)
+            for metric, name in zip(companion_metrics(F.col(HITS), F.col(N_REL_BINARY), cut), COMPANION_COLUMNS):
+                companion_columns.append(metric.alias(f"__ndcg_{name}_{j}"))
+        df = df.select(*[c for c in df.columns if c not in (HITS, N_REL_BINARY)], *companion_columns)
+        keys = [c for c in df.columns if c not in arrays]
+    lookups = [ITEMS, JUDGED_ITEMS, JUDGED_RELEVANCE]
+    rows = df.select(*keys, *lookups, F.posexplode_outer(zipped).alias("__ndcg_pos", "__ndcg_slot"))
+    discounted = F.lit(1.0) / F.log2(position + F.lit(1))
+    g = F.when(item.isNotNull(), slot_gain)
+    ideal_g = gain(slot.getField(IDEAL), opts.gain)
+    sums = []
+    for j, k in enumerate(opts.cutoffs):
+        cut = n if k is None else F.lit(k)
+        ideal_cut = F.least(cut, n) if opts.cap_ideal_at_list_length else cut
+        within = position <= cut
+        sums += [
+            F.sum(F.when(within, g)).alias(f"__ndcg_cg_{j}"),
+            F.sum(F.when(within, g * discounted)).alias(f"__ndcg_dcg_{j}"),
+            F.sum(F.when(position <= ideal_cut, ideal_g * discounted)).alias(f"__ndcg_idcg_{j}"),
+        ]
+    per_user = rows.groupBy(*[F.col(quote(c)) for c in keys]).agg(*sums)
+    index = F.col("__ndcg_k_index") + F.lit(1)
+
+    def pick(name: str) -> Column:
+        return F.element_at(F.array(*[F.col(f"__ndcg_{name}_{j}") for j in range(len(opts.cutoffs))]), index)
+
     cutoffs = F.array(*[F.lit(k).cast("int") for k in opts.cutoffs])
-    exploded = df.select(*df.columns, F.explode(cutoffs).alias("k"))
-    cut = F.coalesce(F.col("k"), n)
-    ideal_cut = F.least(cut, n) if opts.cap_ideal_at_list_length else cut
-    extra = companion_metrics(F.col(HITS), F.col(N_REL_BINARY), cut) if opts.companion_metrics else []
-    keep = [c for c in df.columns if c not in (GAINS, DGAINS, IDGAINS, HITS)]
+    exploded = per_user.select("*", F.posexplode(cutoffs).alias("__ndcg_k_index", "k"))
+    base = [c for c in keys if not c.startswith("__ndcg_") or c in (HAS_JUDGED, DUP_RECS, DUP_REL, JUDGED_ROWS)]
     scored = exploded.select(
-        *keep,
+        *[F.col(quote(c)) for c in base],
         "k",
-        sum_first(F.col(GAINS), cut).alias("cg"),
-        sum_first(F.col(DGAINS), cut).alias("dcg"),
-        sum_first(F.col(IDGAINS), ideal_cut).alias("idcg"),
-        *extra,
+        F.coalesce(pick("cg"), F.lit(0.0)).alias("cg"),
+        F.coalesce(pick("dcg"), F.lit(0.0)).alias("dcg"),
+        F.coalesce(pick("idcg"), F.lit(0.0)).alias("idcg"),
+        *[pick(name).alias(name) for name in (COMPANION_COLUMNS if opts.companion_metrics else ())],
     )
     ndcg = F.when(F.col("idcg") > 0, F.col("dcg") / F.col("idcg")).otherwise(F.lit(0.0))
     return scored.withColumn("ndcg", ndcg)
