@@ -528,16 +528,16 @@ def with_cutoffs(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
     cutoffs = F.array(*[F.lit(k).cast("int") for k in opts.cutoffs])
     exploded = per_user.select("*", F.posexplode(cutoffs).alias("__ndcg_k_index", "k"))
     base = [c for c in keys if not c.startswith("__ndcg_") or c in (HAS_JUDGED, DUP_RECS, DUP_REL, JUDGED_ROWS)]
-    scored = exploded.select(
+    dcg, idcg = F.coalesce(pick("dcg"), F.lit(0.0)), F.coalesce(pick("idcg"), F.lit(0.0))
+    return exploded.select(
         *[F.col(quote(c)) for c in base],
         "k",
         F.coalesce(pick("cg"), F.lit(0.0)).alias("cg"),
-        F.coalesce(pick("dcg"), F.lit(0.0)).alias("dcg"),
-        F.coalesce(pick("idcg"), F.lit(0.0)).alias("idcg"),
+        dcg.alias("dcg"),
+        idcg.alias("idcg"),
         *[pick(name).alias(name) for name in (COMPANION_COLUMNS if opts.companion_metrics else ())],
+        F.when(idcg > 0, dcg / idcg).otherwise(F.lit(0.0)).alias("ndcg"),
     )
-    ndcg = F.when(F.col("idcg") > 0, F.col("dcg") / F.col("idcg")).otherwise(F.lit(0.0))
-    return scored.withColumn("ndcg", ndcg)
 
 
 def companion_metrics(hit_positions: Column, n_relevant: Column, cut: Column) -> list:
@@ -627,7 +627,8 @@ def summarize(scored: DataFrame, opts: EvaluationOptions) -> DataFrame:
     columns = [c for c in summary.columns if c not in ("ndcg_ci_low", "ndcg_ci_high")]
     at = columns.index("std_ndcg") + 1
     columns = columns[:at] + ["ndcg_ci_low", "ndcg_ci_high"] + columns[at:]
-    return summary.select(*[F.col(quote(c)) for c in columns]).orderBy(*ordered)
+    # A handful of rows: one partition sorted in place, where orderBy would sample the input in a job of its own.
+    return summary.select(*[F.col(quote(c)) for c in columns]).coalesce(1).sortWithinPartitions(*ordered)
 
 
 def bootstrap_interval(scored: DataFrame, opts: EvaluationOptions) -> DataFrame:

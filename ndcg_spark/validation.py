@@ -215,8 +215,9 @@ def guard_rows(df: DataFrame, table: str, opts: EvaluationOptions) -> DataFrame:
     checks them on the per-user arrays without another shuffle.
     """
     check = None
+    key = _key_text(opts)  # built once: every Column call is a round trip to the JVM
     for rule in reversed([r for r in rules_for(table, opts) if not r.by_group]):
-        message = F.concat(F.lit(f"{INPUT_ERROR_TAG}: {_message(rule)}, e.g. "), _key_text(opts))
+        message = F.concat(F.lit(f"{INPUT_ERROR_TAG}: {_message(rule)}, e.g. "), key)
         check = F.when(rule.predicate, F.raise_error(message)).otherwise(check if check is not None else F.lit(None))
     if check is None:
         return df
