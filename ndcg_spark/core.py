@@ -508,16 +508,24 @@ def with_cutoffs(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
     rows = df.select(*keys, *lookups, F.posexplode_outer(zipped).alias("__ndcg_pos", "__ndcg_slot"))
     discounted = F.lit(1.0) / F.log2(position + F.lit(1))
     g = F.when(item.isNotNull(), slot_gain)
-    ideal_g = gain(slot.getField(IDEAL), opts.gain)
+    # Gains in a projection of their own, so each is computed once per position, not once per cutoff.
+    rows = rows.select(
+        *keys,
+        position.alias("__ndcg_position"),
+        g.alias("__ndcg_g"),
+        (g * discounted).alias("__ndcg_dg"),
+        (gain(slot.getField(IDEAL), opts.gain) * discounted).alias("__ndcg_idg"),
+    )
+    position = F.col("__ndcg_position")
     sums = []
     for j, k in enumerate(opts.cutoffs):
         cut = n if k is None else F.lit(k)
         ideal_cut = F.least(cut, n) if opts.cap_ideal_at_list_length else cut
         within = position <= cut
         sums += [
-            F.sum(F.when(within, g)).alias(f"__ndcg_cg_{j}"),
-            F.sum(F.when(within, g * discounted)).alias(f"__ndcg_dcg_{j}"),
-            F.sum(F.when(position <= ideal_cut, ideal_g * discounted)).alias(f"__ndcg_idcg_{j}"),
+            F.sum(F.when(within, F.col("__ndcg_g"))).alias(f"__ndcg_cg_{j}"),
+            F.sum(F.when(within, F.col("__ndcg_dg"))).alias(f"__ndcg_dcg_{j}"),
+            F.sum(F.when(position <= ideal_cut, F.col("__ndcg_idg"))).alias(f"__ndcg_idcg_{j}"),
         ]
     per_user = rows.groupBy(*[F.col(quote(c)) for c in keys]).agg(*sums)
     index = F.col("__ndcg_k_index") + F.lit(1)
