@@ -484,15 +484,17 @@ def with_cutoffs(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
     the figures are the same on every run.
     """
     n = F.col("n_recommended")
-    slot = F.col("__ndcg_slot")
-    position = F.col("__ndcg_pos") + F.lit(1)
-    item = slot.getField(ITEMS)
+    position = F.col("__ndcg_position")
+    item = F.try_element_at(F.col(ITEMS), position)
     if opts.ties == "average":
-        slot_gain = slot.getField(GAINS)
+        slot_gain = F.try_element_at(F.col(GAINS), position)
     else:
         first = F.when(F.col(DUP_RECS) > 0, F.array_position(F.col(ITEMS), item) == position).otherwise(F.lit(True))
         slot_gain = F.when(first, gain(relevance_of(item), opts.gain)).otherwise(F.lit(0.0))
-    zipped = F.arrays_zip(F.col(ITEMS), F.col(IDEAL), *([F.col(GAINS)] if opts.ties == "average" else []))
+    ideal_relevance = F.try_element_at(F.col(IDEAL), position)
+    # Positions 1 .. the longer of the two lists; a user with neither keeps one row (explode_outer).
+    length = F.greatest(F.size(F.col(ITEMS)), F.size(F.col(IDEAL)))
+    positions = F.when(length > 0, F.sequence(F.lit(1), length))
     arrays = (ITEMS, JUDGED_ITEMS, JUDGED_RELEVANCE, IDEAL, GAINS, HITS, N_REL_BINARY)
     keys = [c for c in df.columns if c not in arrays]
     if opts.companion_metrics:
@@ -504,8 +506,8 @@ def with_cutoffs(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
                 companion_columns.append(metric.alias(f"__ndcg_{name}_{j}"))
         df = df.select(*[c for c in df.columns if c not in (HITS, N_REL_BINARY)], *companion_columns)
         keys = [c for c in df.columns if c not in arrays]
-    lookups = [ITEMS, JUDGED_ITEMS, JUDGED_RELEVANCE]
-    rows = df.select(*keys, *lookups, F.posexplode_outer(zipped).alias("__ndcg_pos", "__ndcg_slot"))
+    carried = [c for c in (ITEMS, JUDGED_ITEMS, JUDGED_RELEVANCE, IDEAL, GAINS) if c in df.columns]
+    rows = df.select(*keys, *carried, F.explode_outer(positions).alias("__ndcg_position"))
     discounted = F.lit(1.0) / F.log2(position + F.lit(1))
     g = F.when(item.isNotNull(), slot_gain)
     # Gains in a projection of their own, so each is computed once per position, not once per cutoff.
@@ -514,7 +516,7 @@ def with_cutoffs(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
         position.alias("__ndcg_position"),
         g.alias("__ndcg_g"),
         (g * discounted).alias("__ndcg_dg"),
-        (gain(slot.getField(IDEAL), opts.gain) * discounted).alias("__ndcg_idg"),
+        (gain(ideal_relevance, opts.gain) * discounted).alias("__ndcg_idg"),
     )
     position = F.col("__ndcg_position")
     sums = []
