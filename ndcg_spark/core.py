@@ -1,14 +1,17 @@
 """Per-user CG, DCG, IDCG and NDCG@k, and their summary, as lazy DataFrames.
 
-The plan, chosen so that the recommendations are shuffled once and only their top k:
+The plan, chosen so that the recommendations are shuffled once and only their top k, and so
+that the per-element work runs as generated code:
 
 1. Recommendations get a 1-based position per user from ``row_number()`` (score descending or
    rank ascending, then the item as the documented tie-break) and are cut at the largest k in a
    window of their own, which Spark turns into a per-partition top-k before the shuffle.
-2. Each table is grouped per user into arrays: the ranked items, and the judged (item, relevance)
-   pairs. The two are joined on the user key alone (full outer, so no user is lost).
-3. Gains, discounts, and every cutoff come from higher-order array functions on those arrays:
-   one ranked pass serves all k.
+2. Each table is grouped per user into arrays of primitives: the ranked items (with their
+   positions, to check the order), and the judged items with their relevance. The two are
+   joined on the user key alone (full outer, so no user is lost).
+3. Each user's row is exploded into one row per position 1..n; the relevance lookup, gain,
+   discount and every cutoff test are column expressions, and one aggregation per user sums all
+   cutoffs at once (no higher-order function in the default mode).
 """
 
 from __future__ import annotations
@@ -24,10 +27,9 @@ from pyspark.sql.window import Window
 from ndcg_spark.errors import INPUT_ERROR_TAG, InputDataError
 from ndcg_spark.functions import (
     array_size,
-    discounted_gains,
+    discount,
     first_occurrence_only,
     gain,
-    sum_first,
 )
 from ndcg_spark.options import EvaluationOptions
 from ndcg_spark.validation import (
@@ -52,8 +54,6 @@ JUDGED_ITEMS = "__ndcg_judged_items"
 JUDGED_RELEVANCE = "__ndcg_judged_relevance"
 IDEAL = "__ndcg_ideal"
 GAINS = "__ndcg_gains"
-DGAINS = "__ndcg_discounted_gains"
-IDGAINS = "__ndcg_ideal_discounted_gains"
 HAS_JUDGED = "__ndcg_has_relevance_rows"
 DUP_RECS = "__ndcg_duplicate_recommendations"
 DUP_REL = "__ndcg_duplicate_relevance"
@@ -508,7 +508,7 @@ def with_cutoffs(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
         keys = [c for c in df.columns if c not in arrays]
     carried = [c for c in (ITEMS, JUDGED_ITEMS, JUDGED_RELEVANCE, IDEAL, GAINS) if c in df.columns]
     rows = df.select(*keys, *carried, F.explode_outer(positions).alias("__ndcg_position"))
-    discounted = F.lit(1.0) / F.log2(position + F.lit(1))
+    discounted = discount(position)
     g = F.when(item.isNotNull(), slot_gain)
     # Gains in a projection of their own, so each is computed once per position, not once per cutoff.
     rows = rows.select(

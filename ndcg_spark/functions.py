@@ -31,20 +31,6 @@ def discount(position: Column) -> Column:
     return F.lit(1.0) / F.log2(position + F.lit(1))
 
 
-def discounted_gains(gains: Column) -> Column:
-    """Each gain of an array (in rank order) times the discount of its 1-based position."""
-    return F.transform(gains, lambda g, i: g * discount(i + F.lit(1)))
-
-
-def sum_first(values: Column, n: Column) -> Column:
-    """Sum of the first ``n`` elements of a double array, left to right (0.0 for null or empty).
-
-    The fixed summation order keeps per-user figures bit-for-bit identical across runs.
-    """
-    head = F.slice(values, F.lit(1), F.greatest(n, F.lit(0)))
-    return F.coalesce(F.aggregate(head, F.lit(0.0), lambda acc, x: acc + x), F.lit(0.0))
-
-
 def array_size(values: Column) -> Column:
     """``size`` that reads a null array as empty (``size(null)`` is -1 or null depending on ANSI)."""
     return F.when(values.isNull(), F.lit(0)).otherwise(F.size(values))

@@ -56,3 +56,24 @@ def test_invariant_to_row_order_and_partitions(spark, random_tables):
         assert_df_equality(other, baseline)  # exact: per-user sums run in a fixed order
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", previous)
+
+
+def test_lists_that_arrive_out_of_position_order_are_sorted(spark):
+    """collect_list order is not trusted: rows fed out of order come back sorted by position.
+
+    After the ranking window the rows reach the aggregation in position order, so the sorting
+    branch never runs in the other tests; here one partition holds them shuffled on purpose.
+    """
+    from ndcg_spark.core import DUP_RECS, ITEM, ITEMS, POSITION, recommendation_lists
+    from ndcg_spark.options import EvaluationOptions
+
+    ranked = spark.createDataFrame(
+        [(1, 30, 3), (1, 10, 1), (1, 20, 2), (2, 7, 2), (2, 7, 1), (3, 5, 1)],
+        f"user_id int, {ITEM} int, {POSITION} int",
+    ).coalesce(1)
+    lists = recommendation_lists(ranked, EvaluationOptions.from_mapping({"k": [3]}))
+    expected = spark.createDataFrame(
+        [(1, [10, 20, 30], 0), (2, [7, 7], 1), (3, [5], 0)],
+        f"user_id int, {ITEMS} array<int>, {DUP_RECS} int",
+    )
+    assert_df_equality(lists, expected, ignore_row_order=True, ignore_nullable=True)
