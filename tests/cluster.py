@@ -279,6 +279,18 @@ def clean_env(python: Path, **extra: str) -> Dict[str, str]:
     return env
 
 
+def daemon_env(python: Path, base: Path, **extra: str) -> Dict[str, str]:
+    """``clean_env`` for a Spark daemon whose conf, logs, pids and scratch live under ``base``."""
+    return clean_env(
+        python,
+        SPARK_CONF_DIR=str(base / "conf"),
+        SPARK_LOG_DIR=str(base / "logs"),
+        SPARK_PID_DIR=str(base / "pids"),
+        SPARK_LOCAL_DIRS=str(base / "local"),
+        **extra,
+    )
+
+
 #: JVM flags for every driver and executor the tests start: only the C1 JIT and the serial
 #: collector. Small, short jobs on two cores finish in about half the time (JIT compilation and
 #: GC threads compete less with the job); results cannot change, Java arithmetic being strict.
@@ -339,12 +351,9 @@ class StandaloneCluster:
         return [w for w in self.state()["workers"] if w["state"] == "ALIVE"]
 
     def env(self) -> Dict[str, str]:
-        return clean_env(
+        return daemon_env(
             self.python,
-            SPARK_CONF_DIR=str(self.base / "conf"),
-            SPARK_LOG_DIR=str(self.base / "logs"),
-            SPARK_PID_DIR=str(self.base / "pids"),
-            SPARK_LOCAL_DIRS=str(self.base / "local"),
+            self.base,
             SPARK_DAEMON_MEMORY="512m",
             # Master and workers do little work: quick start, few GC threads on a small machine.
             SPARK_DAEMON_JAVA_OPTS=QUICK_JVM,
@@ -649,12 +658,9 @@ class ConnectServer:
     _ready: bool = False
 
     def env(self) -> Dict[str, str]:
-        return clean_env(
+        return daemon_env(
             self.python,
-            SPARK_CONF_DIR=str(self.base / "conf"),
-            SPARK_LOG_DIR=str(self.base / "logs"),
-            SPARK_PID_DIR=str(self.base / "pids"),
-            SPARK_LOCAL_DIRS=str(self.base / "local"),
+            self.base,
             SPARK_IDENT_STRING="ndcg-spark-tests",
             # The token travels in the environment, not on the command line (visible in ps).
             SPARK_CONNECT_AUTHENTICATE_TOKEN=self.token,
