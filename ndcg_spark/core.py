@@ -22,7 +22,6 @@ from typing import Any, Dict, Optional
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from pyspark.sql.window import Window
 
 from ndcg_spark.errors import INPUT_ERROR_TAG, InputDataError
 from ndcg_spark.functions import (
@@ -30,6 +29,9 @@ from ndcg_spark.functions import (
     discount,
     first_occurrence_only,
     gain,
+    has_repeats,
+    ident,
+    string_literal,
 )
 from ndcg_spark.options import EvaluationOptions
 from ndcg_spark.validation import (
@@ -253,21 +255,21 @@ def _recommendation_segments(opts: EvaluationOptions, recs_columns) -> list:
 def select_recommendations(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
     """Narrow the recommendations to user, item and the ordering key (smaller ranks first)."""
     if opts.rank_col:
-        order = F.col(quote(opts.rank_col)).cast("double")
+        order = f"CAST({ident(opts.rank_col)} AS DOUBLE)"
     else:
-        order = -F.col(quote(opts.score_col)).cast("double")
-    segments = [F.col(quote(c)).alias(c) for c in _recommendation_segments(opts, df.columns)]
-    return df.select(
+        order = f"-CAST({ident(opts.score_col)} AS DOUBLE)"
+    segments = [ident(c) for c in _recommendation_segments(opts, df.columns)]
+    return df.selectExpr(
         *segments,
-        F.col(quote(opts.user_col)).alias(opts.user_col),
-        F.col(quote(opts.item_col)).alias(ITEM),
-        order.alias(ORDER),
+        ident(opts.user_col),
+        f"{ident(opts.item_col)} AS {ITEM}",
+        f"{order} AS {ORDER}",
     )
 
 
 def select_relevance(df: DataFrame, opts: EvaluationOptions, item_type: T.DataType) -> DataFrame:
     """Narrow the ground truth to user, item and relevance (as double), item typed as in the recommendations."""
-    item = F.col(quote(opts.item_col))
+    item = ident(opts.item_col)
     rel_item_type = df.schema[opts.item_col].dataType if opts.item_col in df.columns else None
     if rel_item_type is not None and rel_item_type != item_type:
         both_integral = isinstance(rel_item_type, INTEGRAL_TYPES) and isinstance(item_type, INTEGRAL_TYPES)
@@ -276,15 +278,11 @@ def select_relevance(df: DataFrame, opts: EvaluationOptions, item_type: T.DataTy
                 f"item column {opts.item_col!r} is {item_type.simpleString()} in the recommendations "
                 f"but {rel_item_type.simpleString()} in the relevance table; store both with one type"
             )
-        item = item.cast(item_type)
-    relevance = F.col(quote(opts.relevance_col)).cast("double")
+        item = f"CAST({item} AS {item_type.simpleString()})"
+    relevance = f"CAST({ident(opts.relevance_col)} AS DOUBLE)"
     if opts.negative_relevance == "clip":
-        relevance = F.greatest(relevance, F.lit(0.0))
-    return df.select(
-        F.col(quote(opts.user_col)).alias(opts.user_col),
-        item.alias(ITEM),
-        relevance.alias(REL),
-    )
+        relevance = f"greatest({relevance}, 0.0D)"
+    return df.selectExpr(ident(opts.user_col), f"{item} AS {ITEM}", f"{relevance} AS {REL}")
 
 
 def with_position(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
@@ -295,14 +293,13 @@ def with_position(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
     window holds ``row_number()`` alone so that a following ``filter_top_k`` becomes Spark's
     per-partition WindowGroupLimit.
     """
-    item_order = F.col(ITEM).asc() if opts.tie_break == "item_ascending" else F.col(ITEM).desc()
-    keys = [*_recommendation_segments(opts, df.columns), opts.user_col]
-    by_user = Window.partitionBy(*[F.col(quote(c)) for c in keys])
-    ranked = df.withColumn(POSITION, F.row_number().over(by_user.orderBy(F.col(ORDER).asc_nulls_last(), item_order)))
+    item_order = "ASC" if opts.tie_break == "item_ascending" else "DESC"
+    by_user = "PARTITION BY " + ", ".join(ident(c) for c in (*_recommendation_segments(opts, df.columns), opts.user_col))
+    columns = [f"row_number() OVER ({by_user} ORDER BY {ORDER} ASC NULLS LAST, {ITEM} {item_order}) AS {POSITION}"]
     if opts.ties == "average":
         # rank() over the score alone keeps a whole tied group at the cutoff: its mean gain needs every member.
-        ranked = ranked.withColumn(TIE_RANK, F.rank().over(by_user.orderBy(F.col(ORDER).asc_nulls_last())))
-    return ranked
+        columns.append(f"rank() OVER ({by_user} ORDER BY {ORDER} ASC NULLS LAST) AS {TIE_RANK}")
+    return df.selectExpr("*", *columns)
 
 
 def filter_top_k(df: DataFrame, k: Optional[int]) -> DataFrame:
@@ -310,7 +307,7 @@ def filter_top_k(df: DataFrame, k: Optional[int]) -> DataFrame:
     if k is None:
         return df
     by = TIE_RANK if TIE_RANK in df.columns else POSITION
-    return df.filter(F.col(by) <= F.lit(k))
+    return df.filter(f"{by} <= {int(k)}")
 
 
 def recommendation_lists(ranked: DataFrame, opts: EvaluationOptions) -> DataFrame:
@@ -322,35 +319,34 @@ def recommendation_lists(ranked: DataFrame, opts: EvaluationOptions) -> DataFram
     for an explicit sort by position.
     """
     keep_order = bool(opts.rank_col) or opts.ties == "average"
-    positions, items, orders = F.col("__ndcg_positions"), F.col("__ndcg_items_raw"), F.col("__ndcg_orders_raw")
-    in_order = positions == F.sequence(F.lit(1), F.size(positions))
-    collected = [F.collect_list(POSITION).alias("__ndcg_positions"), F.collect_list(ITEM).alias("__ndcg_items_raw")]
+    positions, items, orders = "__ndcg_positions", "__ndcg_items_raw", "__ndcg_orders_raw"
+    collected = [F.expr(f"collect_list({POSITION}) AS {positions}"), F.expr(f"collect_list({ITEM}) AS {items}")]
     if keep_order:
-        collected.append(F.collect_list(ORDER).alias("__ndcg_orders_raw"))
-    sorted_structs = F.sort_array(F.arrays_zip(positions, items, *([orders] if keep_order else [])))
-    ordered_items = F.when(in_order, items).otherwise(sorted_structs.getField("__ndcg_items_raw"))
-    ordered = [F.when(in_order, orders).otherwise(sorted_structs.getField("__ndcg_orders_raw")).alias(ORDERS)] if keep_order else []
+        collected.append(F.expr(f"collect_list({ORDER}) AS {orders}"))
+    in_order = f"{positions} = sequence(1, size({positions}))"
+    by_position = f"sort_array(arrays_zip({positions}, {items}{f', {orders}' if keep_order else ''}))"
+    ordered = [f"CASE WHEN {in_order} THEN {items} ELSE {by_position}.{items} END AS {ITEMS}"]
+    if keep_order:
+        ordered.append(f"CASE WHEN {in_order} THEN {orders} ELSE {by_position}.{orders} END AS {ORDERS}")
+    checked_items = ITEMS
     if opts.rank_col and opts.on_invalid_rows == "error":
-        ranks = F.col(ORDERS)
-        message = F.concat(
-            F.lit(
-                f"{INPUT_ERROR_TAG}: recommendations column {opts.rank_col!r} has two items at the same rank "
-                f"for one user, e.g. {opts.user_col}="
-            ),
-            F.col(opts.user_col).cast("string"),
+        message = string_literal(
+            f"{INPUT_ERROR_TAG}: recommendations column {opts.rank_col!r} has two items at the same rank "
+            f"for one user, e.g. {opts.user_col}="
         )
-        checked_items = F.when(F.size(F.array_distinct(ranks)) < F.size(ranks), F.raise_error(message)).otherwise(
-            F.col(ITEMS)
-        )
-    else:
-        checked_items = F.col(ITEMS)
-    keys = [F.col(quote(c)) for c in (*_recommendation_segments(opts, ranked.columns), opts.user_col)]
+        error = f"raise_error(concat({message}, CAST({ident(opts.user_col)} AS STRING)))"
+        checked_items = f"CASE WHEN {has_repeats(ORDERS)} THEN {error} ELSE {ITEMS} END"
+    keys = [ident(c) for c in (*_recommendation_segments(opts, ranked.columns), opts.user_col)]
     return (
-        ranked.groupBy(*keys)
+        ranked.groupBy(*[F.col(c) for c in keys])
         .agg(*collected)
-        .select(*keys, ordered_items.alias(ITEMS), *ordered)
-        .select(*keys, checked_items.alias(ITEMS), *([F.col(ORDERS)] if keep_order else []))
-        .withColumn(DUP_RECS, F.size(F.col(ITEMS)) - F.size(F.array_distinct(F.col(ITEMS))))
+        .selectExpr(*keys, *ordered)
+        .selectExpr(
+            *keys,
+            f"{checked_items} AS {ITEMS}",
+            *([ORDERS] if keep_order else []),
+            f"size({ITEMS}) - size(array_distinct({ITEMS})) AS {DUP_RECS}",
+        )
     )
 
 
@@ -360,51 +356,52 @@ def relevance_lists(rel: DataFrame, opts: EvaluationOptions) -> DataFrame:
     With ``duplicate_relevance = "max"`` repeated (user, item) rows are first merged by an
     aggregation (their largest relevance); otherwise a repeat raises an input error.
     """
-    items, rels = F.col("__ndcg_judged_items"), F.col("__ndcg_judged_relevance")
+    user = ident(opts.user_col)
+    items, rels = "__ndcg_judged_items", "__ndcg_judged_relevance"
     if opts.duplicate_relevance == "max":
-        rel = rel.groupBy(opts.user_col, ITEM).agg(F.max(REL).alias(REL), F.count(F.lit(1)).alias("__ndcg_rows"))
-        rows = F.col("__ndcg_rows")
+        rel = rel.groupBy(F.col(user), F.col(ITEM)).agg(F.expr(f"max({REL}) AS {REL}"), F.expr("count(1) AS __ndcg_rows"))
+        rows = "CAST(sum(__ndcg_rows) AS INT)"
     else:
-        rows = F.lit(1)
-    per_user = rel.groupBy(opts.user_col).agg(
-        F.collect_list(ITEM).alias("__ndcg_judged_items"),
-        F.collect_list(REL).alias("__ndcg_judged_relevance"),
-        F.sum(rows).cast("int").alias(JUDGED_ROWS),
-        F.count(F.when(F.col(REL) > 0, F.lit(1))).cast("int").alias("n_relevant"),
-        F.count(F.when(is_relevant(F.col(REL), opts), F.lit(1))).cast("int").alias(N_REL_BINARY),
-    )
+        rows = "CAST(count(1) AS INT)"
+    aggregates = [
+        f"collect_list({ITEM}) AS {items}",
+        f"collect_list({REL}) AS {rels}",
+        f"{rows} AS {JUDGED_ROWS}",
+        f"CAST(count(CASE WHEN {REL} > 0 THEN 1 END) AS INT) AS n_relevant",
+    ]
+    if opts.companion_metrics:
+        aggregates.append(f"CAST(count(CASE WHEN {is_relevant(REL, opts)} THEN 1 END) AS INT) AS {N_REL_BINARY}")
+    per_user = rel.groupBy(F.col(user)).agg(*[F.expr(a) for a in aggregates])
     if opts.duplicate_relevance == "max":
-        n_repeats = F.col(JUDGED_ROWS) - F.size(items)
+        n_repeats = f"{JUDGED_ROWS} - size({items})"
         checked_items = items
     else:
-        n_repeats = F.size(items) - F.size(F.array_distinct(items))
-        message = F.concat(
-            F.lit(
-                f"{INPUT_ERROR_TAG}: relevance table has more than one row for a ({opts.user_col}, "
-                f"{opts.item_col}) pair, e.g. {opts.user_col}="
-            ),
-            F.col(opts.user_col).cast("string"),
-            F.lit("; set duplicate_relevance = \"max\" to keep the largest relevance"),
+        n_repeats = f"size({items}) - size(array_distinct({items}))"
+        message = string_literal(
+            f"{INPUT_ERROR_TAG}: relevance table has more than one row for a ({opts.user_col}, "
+            f"{opts.item_col}) pair, e.g. {opts.user_col}="
         )
-        checked_items = F.when(n_repeats > 0, F.raise_error(message)).otherwise(items)
-    return per_user.select(
-        opts.user_col,
-        checked_items.alias(JUDGED_ITEMS),
-        rels.alias(JUDGED_RELEVANCE),
-        _top(F.sort_array(rels, asc=False), opts).alias(IDEAL),
+        hint = string_literal("; set duplicate_relevance = \"max\" to keep the largest relevance")
+        error = f"raise_error(concat({message}, CAST({user} AS STRING), {hint}))"
+        checked_items = f"CASE WHEN {n_repeats} > 0 THEN {error} ELSE {items} END"
+    return per_user.selectExpr(
+        user,
+        f"{checked_items} AS {JUDGED_ITEMS}",
+        f"{rels} AS {JUDGED_RELEVANCE}",
+        f"{_top(f'sort_array({rels}, false)', opts)} AS {IDEAL}",
         "n_relevant",
-        N_REL_BINARY,
-        F.lit(True).alias(HAS_JUDGED),
-        n_repeats.cast("int").alias(DUP_REL),
+        *([N_REL_BINARY] if opts.companion_metrics else []),
+        f"true AS {HAS_JUDGED}",
+        f"CAST({n_repeats} AS INT) AS {DUP_REL}",
         JUDGED_ROWS,
     )
 
 
-def is_relevant(relevance: Column, opts: EvaluationOptions) -> Column:
+def is_relevant(relevance: str, opts: EvaluationOptions) -> str:
     """Binary relevance of the companion metrics: >= threshold, or > 0 without one."""
     if opts.relevance_threshold is None:
-        return relevance > F.lit(0.0)
-    return relevance >= F.lit(opts.relevance_threshold)
+        return f"({relevance} > 0.0D)"
+    return f"({relevance} >= CAST({float(opts.relevance_threshold)!r} AS DOUBLE))"
 
 
 def with_gains(joined: DataFrame, opts: EvaluationOptions) -> DataFrame:
@@ -415,63 +412,58 @@ def with_gains(joined: DataFrame, opts: EvaluationOptions) -> DataFrame:
     positions of the hits. In the default mode the gains are computed per position in
     :func:`with_cutoffs`, as generated code.
     """
-    items = F.col(ITEMS)
-    n = array_size(items)
+    n = array_size(ITEMS)
     if opts.ties == "average" and opts.largest_k is not None:
         # Tied rows past the largest k were kept for their gains only; they are not recommendations.
-        n = F.least(n, F.lit(opts.largest_k))
+        n = f"least({n}, {int(opts.largest_k)})"
     extra = []
     if opts.ties == "average":
-        gains = first_occurrence_only(F.transform(items, lambda item: gain(relevance_of(item), opts.gain)), items)
-        extra.append(F.coalesce(tie_averaged(gains, F.col(ORDERS)), F.array().cast("array<double>")).alias(GAINS))
+        gains = first_occurrence_only(f"transform({ITEMS}, g_x -> {gain(relevance_of('g_x'), opts.gain)})", ITEMS)
+        extra.append(f"coalesce({tie_averaged(gains, ORDERS)}, CAST(array() AS array<double>)) AS {GAINS}")
     if opts.companion_metrics:
         hits = first_occurrence_only(
-            F.transform(items, lambda item: is_relevant(relevance_of(item), opts).cast("double")), items
+            f"transform({ITEMS}, h_x -> CAST({is_relevant(relevance_of('h_x'), opts)} AS DOUBLE))", ITEMS
         )
-        positions = F.transform(hits, lambda h, i: F.when(h > 0, i + F.lit(1)))
         extra += [
-            F.filter(positions, lambda p: p.isNotNull()).alias(HITS),
-            F.coalesce(F.col(N_REL_BINARY), F.lit(0)).alias(N_REL_BINARY),
+            f"filter(transform({hits}, (h_h, h_i) -> CASE WHEN h_h > 0 THEN h_i + 1 END), h_p -> h_p IS NOT NULL) AS {HITS}",
+            f"coalesce({N_REL_BINARY}, 0) AS {N_REL_BINARY}",
         ]
-    keys = [F.col(quote(c)) for c in (*_recommendation_segments(opts, joined.columns), opts.user_col)]
-    return joined.select(
+    keys = [ident(c) for c in (*_recommendation_segments(opts, joined.columns), opts.user_col)]
+    empty_items = f"CAST(array() AS {joined.schema[ITEMS].dataType.simpleString()})"
+    return joined.selectExpr(
         *keys,
-        n.alias("n_recommended"),
-        F.coalesce(F.col("n_relevant"), F.lit(0)).alias("n_relevant"),
-        F.col(HAS_JUDGED).isNotNull().alias(HAS_JUDGED),
-        F.coalesce(F.col(DUP_RECS), F.lit(0)).alias(DUP_RECS),
-        F.coalesce(F.col(DUP_REL), F.lit(0)).alias(DUP_REL),
-        F.coalesce(F.col(JUDGED_ROWS), F.lit(0)).alias(JUDGED_ROWS),
-        F.coalesce(items, F.array().cast(joined.schema[ITEMS].dataType)).alias(ITEMS),
-        F.col(JUDGED_ITEMS),
-        F.col(JUDGED_RELEVANCE),
-        F.coalesce(F.col(IDEAL), F.array().cast("array<double>")).alias(IDEAL),
+        f"{n} AS n_recommended",
+        "coalesce(n_relevant, 0) AS n_relevant",
+        f"{HAS_JUDGED} IS NOT NULL AS {HAS_JUDGED}",
+        f"coalesce({DUP_RECS}, 0) AS {DUP_RECS}",
+        f"coalesce({DUP_REL}, 0) AS {DUP_REL}",
+        f"coalesce({JUDGED_ROWS}, 0) AS {JUDGED_ROWS}",
+        f"coalesce({ITEMS}, {empty_items}) AS {ITEMS}",
+        JUDGED_ITEMS,
+        JUDGED_RELEVANCE,
+        f"coalesce({IDEAL}, CAST(array() AS array<double>)) AS {IDEAL}",
         *extra,
     )
 
 
-def relevance_of(item: Column) -> Column:
-    """The judged relevance of ``item`` for the row's user, 0.0 when it was not judged."""
+def relevance_of(item: str) -> str:
+    """SQL: the judged relevance of ``item`` for the row's user, 0.0 when it was not judged."""
     # array_position is 0 when the item was not judged (and null when the user has no judgements).
-    at = F.array_position(F.col(JUDGED_ITEMS), item).cast("int")
-    return F.when(at > 0, F.try_element_at(F.col(JUDGED_RELEVANCE), at)).otherwise(F.lit(0.0))
+    at = f"array_position({JUDGED_ITEMS}, {item})"
+    return f"(CASE WHEN {at} > 0 THEN try_element_at({JUDGED_RELEVANCE}, CAST({at} AS INT)) ELSE 0.0D END)"
 
 
-def tie_averaged(gains: Column, orders: Column) -> Column:
-    """Each gain replaced by the mean gain of its tied group (equal ordering key).
+def tie_averaged(gains: str, orders: str) -> str:
+    """SQL: each gain replaced by the mean gain of its tied group (equal ordering key).
 
     Summed with the positional discounts this is the expected DCG over all orderings of each
     tie (scikit-learn's ``ndcg_score`` default). Only lists that hold a tie pay the quadratic scan.
     """
-    pairs = F.transform(orders, lambda o, i: F.struct(o.alias("o"), gains[i].alias("g")))
-
-    def group_mean(i: Column) -> Column:
-        same = F.filter(pairs, lambda p: p["o"] == orders[i])
-        return F.aggregate(same, F.lit(0.0), lambda acc, p: acc + p["g"]) / F.size(same)
-
-    averaged = F.transform(gains, lambda g, i: group_mean(i))
-    has_tie = F.size(F.array_distinct(orders)) < F.size(orders)
-    return F.when(has_tie, averaged).otherwise(gains)
+    pairs = f"transform({orders}, (t_o, t_i) -> named_struct('o', t_o, 'g', {gains}[t_i]))"
+    same = f"filter({pairs}, t_p -> t_p.o = {orders}[t_j])"
+    group_mean = f"aggregate({same}, 0.0D, (t_acc, t_p) -> t_acc + t_p.g) / size({same})"
+    averaged = f"transform({gains}, (t_g, t_j) -> {group_mean})"
+    return f"(CASE WHEN {has_repeats(orders)} THEN {averaged} ELSE {gains} END)"
 
 
 def with_cutoffs(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
@@ -483,92 +475,111 @@ def with_cutoffs(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
     cutoffs at once. The rows of a user stay in one task, so the sums run in position order and
     the figures are the same on every run.
     """
-    n = F.col("n_recommended")
-    position = F.col("__ndcg_position")
-    item = F.try_element_at(F.col(ITEMS), position)
-    if opts.ties == "average":
-        slot_gain = F.try_element_at(F.col(GAINS), position)
-    else:
-        first = F.when(F.col(DUP_RECS) > 0, F.array_position(F.col(ITEMS), item) == position).otherwise(F.lit(True))
-        slot_gain = F.when(first, gain(relevance_of(item), opts.gain)).otherwise(F.lit(0.0))
-    ideal_relevance = F.try_element_at(F.col(IDEAL), position)
-    # Positions 1 .. the longer of the two lists; a user with neither keeps one row (explode_outer).
-    length = F.greatest(F.size(F.col(ITEMS)), F.size(F.col(IDEAL)))
-    positions = F.when(length > 0, F.sequence(F.lit(1), length))
     arrays = (ITEMS, JUDGED_ITEMS, JUDGED_RELEVANCE, IDEAL, GAINS, HITS, N_REL_BINARY)
-    keys = [c for c in df.columns if c not in arrays]
     if opts.companion_metrics:
-        # Computed per user (higher-order functions on the hit positions), before the explode.
+        # Computed per user (higher-order functions on the hit positions).
         companion_columns = []
         for j, k in enumerate(opts.cutoffs):
-            cut = n if k is None else F.lit(k)
-            for metric, name in zip(companion_metrics(F.col(HITS), F.col(N_REL_BINARY), cut), COMPANION_COLUMNS):
-                companion_columns.append(metric.alias(f"__ndcg_{name}_{j}"))
-        df = df.select(*[c for c in df.columns if c not in (HITS, N_REL_BINARY)], *companion_columns)
-        keys = [c for c in df.columns if c not in arrays]
-    carried = [c for c in (ITEMS, JUDGED_ITEMS, JUDGED_RELEVANCE, IDEAL, GAINS) if c in df.columns]
-    rows = df.select(*keys, *carried, F.explode_outer(positions).alias("__ndcg_position"))
-    discounted = discount(position)
-    g = F.when(item.isNotNull(), slot_gain)
-    # Gains in a projection of their own, so each is computed once per position, not once per cutoff.
-    rows = rows.select(
-        *keys,
-        position.alias("__ndcg_position"),
-        g.alias("__ndcg_g"),
-        (g * discounted).alias("__ndcg_dg"),
-        (gain(ideal_relevance, opts.gain) * discounted).alias("__ndcg_idg"),
+            cut = "n_recommended" if k is None else str(int(k))
+            for name, metric in companion_metrics(HITS, N_REL_BINARY, cut).items():
+                companion_columns.append(f"{metric} AS __ndcg_{name}_{j}")
+        df = df.selectExpr(*[ident(c) for c in df.columns if c not in (HITS, N_REL_BINARY)], *companion_columns)
+    keys = [ident(c) for c in df.columns if c not in arrays]
+    per_user = _sums_per_position(df, keys, opts)
+
+    def pick(name: str) -> str:
+        values = ", ".join(f"__ndcg_{name}_{j}" for j in range(len(opts.cutoffs)))
+        return f"element_at(array({values}), __ndcg_k_index + 1)"
+
+    cutoffs = ", ".join("CAST(NULL AS INT)" if k is None else f"CAST({int(k)} AS INT)" for k in opts.cutoffs)
+    kept = (HAS_JUDGED, DUP_RECS, DUP_REL, JUDGED_ROWS)
+    base = [c for c in keys if not c.strip("`").startswith("__ndcg_") or c.strip("`") in kept]
+    dcg, idcg = f"coalesce({pick('dcg')}, 0.0D)", f"coalesce({pick('idcg')}, 0.0D)"
+    companions = [f"{pick(name)} AS {name}" for name in (COMPANION_COLUMNS if opts.companion_metrics else ())]
+    return per_user.selectExpr("*", f"posexplode(array({cutoffs})) AS (__ndcg_k_index, k)").selectExpr(
+        *base,
+        "k",
+        f"coalesce({pick('cg')}, 0.0D) AS cg",
+        f"{dcg} AS dcg",
+        f"{idcg} AS idcg",
+        *companions,
+        f"CASE WHEN {idcg} > 0 THEN {dcg} / {idcg} ELSE 0.0D END AS ndcg",
     )
-    position = F.col("__ndcg_position")
+
+
+def slot_gain(position: str, opts: EvaluationOptions) -> str:
+    """SQL: the gain earned at a 1-based position of the user's list (null past its end).
+
+    A repeated item keeps the gain of its first occurrence only; with tie averaging the gain is
+    the tied group's mean, computed per user in :func:`with_gains`.
+    """
+    item = f"try_element_at({ITEMS}, {position})"
+    if opts.ties == "average":
+        earned = f"try_element_at({GAINS}, {position})"
+    else:
+        first = f"(CASE WHEN {DUP_RECS} > 0 THEN array_position({ITEMS}, {item}) = {position} ELSE true END)"
+        earned = f"(CASE WHEN {first} THEN {gain(relevance_of(item), opts.gain)} ELSE 0.0D END)"
+    return f"(CASE WHEN {item} IS NOT NULL THEN {earned} END)"
+
+
+def ideal_gain(position: str, opts: EvaluationOptions) -> str:
+    """SQL: the gain of the ideal list at a 1-based position (null past its end)."""
+    return gain(f"try_element_at({IDEAL}, {position})", opts.gain)
+
+
+def _ideal_cut(cut: str, opts: EvaluationOptions) -> str:
+    return f"least({cut}, n_recommended)" if opts.cap_ideal_at_list_length else cut
+
+
+def _sums_per_position(df: DataFrame, keys: list, opts: EvaluationOptions) -> DataFrame:
+    """Per user: ``__ndcg_{cg,dcg,idcg}_{j}`` from one row per position and one aggregation.
+
+    The rows of a user come from one input row, so they stay in one task and the sums run in
+    position order.
+    """
+    position = "__ndcg_position"
+    # Positions 1 .. the longer of the two lists; a user with neither keeps one row (explode_outer).
+    length = f"greatest(size({ITEMS}), size({IDEAL}))"
+    positions = f"CASE WHEN {length} > 0 THEN sequence(1, {length}) END"
+    carried = [c for c in (ITEMS, JUDGED_ITEMS, JUDGED_RELEVANCE, IDEAL, GAINS) if c in df.columns]
+    g = slot_gain(position, opts)
+    rows = df.selectExpr(*keys, *carried, f"explode_outer({positions}) AS {position}").selectExpr(
+        # Gains in a projection of their own, so each is computed once per position, not once per cutoff.
+        *keys,
+        position,
+        f"{g} AS __ndcg_g",
+        f"{g} * {discount(position)} AS __ndcg_dg",
+        f"{ideal_gain(position, opts)} * {discount(position)} AS __ndcg_idg",
+    )
     sums = []
     for j, k in enumerate(opts.cutoffs):
-        cut = n if k is None else F.lit(k)
-        ideal_cut = F.least(cut, n) if opts.cap_ideal_at_list_length else cut
-        within = position <= cut
+        cut = "n_recommended" if k is None else str(int(k))
         sums += [
-            F.sum(F.when(within, F.col("__ndcg_g"))).alias(f"__ndcg_cg_{j}"),
-            F.sum(F.when(within, F.col("__ndcg_dg"))).alias(f"__ndcg_dcg_{j}"),
-            F.sum(F.when(position <= ideal_cut, F.col("__ndcg_idg"))).alias(f"__ndcg_idcg_{j}"),
+            f"sum(CASE WHEN {position} <= {cut} THEN __ndcg_g END) AS __ndcg_cg_{j}",
+            f"sum(CASE WHEN {position} <= {cut} THEN __ndcg_dg END) AS __ndcg_dcg_{j}",
+            f"sum(CASE WHEN {position} <= {_ideal_cut(cut, opts)} THEN __ndcg_idg END) AS __ndcg_idcg_{j}",
         ]
-    per_user = rows.groupBy(*[F.col(quote(c)) for c in keys]).agg(*sums)
-    index = F.col("__ndcg_k_index") + F.lit(1)
-
-    def pick(name: str) -> Column:
-        return F.element_at(F.array(*[F.col(f"__ndcg_{name}_{j}") for j in range(len(opts.cutoffs))]), index)
-
-    cutoffs = F.array(*[F.lit(k).cast("int") for k in opts.cutoffs])
-    exploded = per_user.select("*", F.posexplode(cutoffs).alias("__ndcg_k_index", "k"))
-    base = [c for c in keys if not c.startswith("__ndcg_") or c in (HAS_JUDGED, DUP_RECS, DUP_REL, JUDGED_ROWS)]
-    dcg, idcg = F.coalesce(pick("dcg"), F.lit(0.0)), F.coalesce(pick("idcg"), F.lit(0.0))
-    return exploded.select(
-        *[F.col(quote(c)) for c in base],
-        "k",
-        F.coalesce(pick("cg"), F.lit(0.0)).alias("cg"),
-        dcg.alias("dcg"),
-        idcg.alias("idcg"),
-        *[pick(name).alias(name) for name in (COMPANION_COLUMNS if opts.companion_metrics else ())],
-        F.when(idcg > 0, dcg / idcg).otherwise(F.lit(0.0)).alias("ndcg"),
-    )
+    return rows.groupBy(*[F.col(c) for c in keys]).agg(*[F.expr(e) for e in sums])
 
 
-def companion_metrics(hit_positions: Column, n_relevant: Column, cut: Column) -> list:
-    """precision, recall, AP, RR and hit at cutoff ``cut`` from the 1-based positions of the hits.
+def companion_metrics(hit_positions: str, n_relevant: str, cut: str) -> Dict[str, str]:
+    """SQL for precision, recall, AP, RR and hit at cutoff ``cut`` from the 1-based positions of the hits.
 
     As trec_eval: precision divides by k even for a shorter list (P_k), recall and AP by the
     number of relevant judged items (recall_k, map_cut_k); RR is 1/rank of the first hit within k.
     """
-    within = F.filter(hit_positions, lambda p: p <= cut)
-    hits = F.size(within).cast("double")
-    safe_r = F.when(n_relevant > 0, n_relevant.cast("double"))
-    ap_terms = F.transform(within, lambda p, j: (j + F.lit(1)).cast("double") / p)
-    ap_sum = F.aggregate(ap_terms, F.lit(0.0), lambda acc, x: acc + x)
-    first = F.try_element_at(within, F.lit(1))
-    return [
-        F.coalesce(hits / F.when(cut > 0, cut.cast("double")), F.lit(0.0)).alias("precision"),
-        F.coalesce(hits / safe_r, F.lit(0.0)).alias("recall"),
-        F.coalesce(ap_sum / safe_r, F.lit(0.0)).alias("ap"),
-        F.coalesce(F.lit(1.0) / first, F.lit(0.0)).alias("rr"),
-        F.when(hits > 0, F.lit(1.0)).otherwise(F.lit(0.0)).alias("hit"),
-    ]
+    within = f"filter({hit_positions}, c_p -> c_p <= {cut})"
+    hits = f"CAST(size({within}) AS DOUBLE)"
+    safe_r = f"(CASE WHEN {n_relevant} > 0 THEN CAST({n_relevant} AS DOUBLE) END)"
+    ap_sum = f"aggregate(transform({within}, (c_p, c_j) -> CAST(c_j + 1 AS DOUBLE) / c_p), 0.0D, (c_acc, c_x) -> c_acc + c_x)"
+    first = f"try_element_at({within}, 1)"
+    return {
+        "precision": f"coalesce({hits} / CASE WHEN {cut} > 0 THEN CAST({cut} AS DOUBLE) END, 0.0D)",
+        "recall": f"coalesce({hits} / {safe_r}, 0.0D)",
+        "ap": f"coalesce({ap_sum} / {safe_r}, 0.0D)",
+        "rr": f"coalesce(1.0D / {first}, 0.0D)",
+        "hit": f"CASE WHEN {hits} > 0 THEN 1.0D ELSE 0.0D END",
+    }
 
 
 def with_user_attributes(df: DataFrame, attributes: Optional[DataFrame], opts: EvaluationOptions) -> DataFrame:
@@ -584,61 +595,61 @@ def with_user_attributes(df: DataFrame, attributes: Optional[DataFrame], opts: E
 
 def with_exclusions(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
     """Flag the users the policies leave out of ``per_user`` and the means (they stay counted)."""
-    excluded = F.lit(False)
+    excluded = ["false"]
     if opts.zero_idcg == "exclude":
-        excluded = excluded | (F.col("n_relevant") == 0)
+        excluded.append("n_relevant = 0")
     if opts.no_recommendations == "exclude":
-        excluded = excluded | (F.col("n_recommended") == 0)
-    return df.withColumn(EXCLUDED, excluded)
+        excluded.append("n_recommended = 0")
+    return df.selectExpr("*", f"{' OR '.join(excluded)} AS {EXCLUDED}")
 
 
 def summarize(scored: DataFrame, opts: EvaluationOptions) -> DataFrame:
     """Means over included users and policy counts over all users, one row per segment and k."""
-    included = ~F.col(EXCLUDED)
+    included = f"NOT {EXCLUDED}"
 
-    def count_if(cond: Column) -> Column:
-        return F.sum(F.when(cond, 1).otherwise(0)).cast("long")
+    def count_if(condition: str) -> str:
+        return f"CAST(sum(CASE WHEN {condition} THEN 1 ELSE 0 END) AS BIGINT)"
 
-    def mean(name: str) -> Column:
-        return F.avg(F.when(included, F.col(name)))
+    def mean(name: str) -> str:
+        return f"avg(CASE WHEN {included} THEN {name} END)"
 
     companions = []
     if opts.companion_metrics:
         companions = [
-            mean("precision").alias("mean_precision"),
-            mean("recall").alias("mean_recall"),
-            mean("ap").alias("mean_ap"),
-            mean("rr").alias("mean_rr"),
-            mean("hit").alias("hit_rate"),
+            f"{mean('precision')} AS mean_precision",
+            f"{mean('recall')} AS mean_recall",
+            f"{mean('ap')} AS mean_ap",
+            f"{mean('rr')} AS mean_rr",
+            f"{mean('hit')} AS hit_rate",
         ]
-    keys = [F.col(quote(c)) for c in (*opts.group_by, "k")]
-    summary = scored.groupBy(*keys).agg(
-        count_if(included).alias("users"),
-        mean("ndcg").alias("mean_ndcg"),
-        mean("dcg").alias("mean_dcg"),
-        F.stddev_samp(F.when(included, F.col("ndcg"))).alias("std_ndcg"),
+    aggregates = [
+        f"{count_if(included)} AS users",
+        f"{mean('ndcg')} AS mean_ndcg",
+        f"{mean('dcg')} AS mean_dcg",
+        f"stddev_samp(CASE WHEN {included} THEN ndcg END) AS std_ndcg",
         *companions,
-        count_if(F.col("n_relevant") == 0).alias("users_zero_idcg"),
-        count_if(F.col("n_recommended") == 0).alias("users_without_recommendations"),
-        count_if(~F.col(HAS_JUDGED)).alias("users_without_relevance"),
-        count_if(F.col(EXCLUDED)).alias("users_excluded"),
-        F.sum(DUP_RECS).cast("long").alias("duplicate_recommendations"),
-        F.sum(DUP_REL).cast("long").alias("duplicate_relevance"),
-    )
+        f"{count_if('n_relevant = 0')} AS users_zero_idcg",
+        f"{count_if('n_recommended = 0')} AS users_without_recommendations",
+        f"{count_if(f'NOT {HAS_JUDGED}')} AS users_without_relevance",
+        f"{count_if(EXCLUDED)} AS users_excluded",
+        f"CAST(sum({DUP_RECS}) AS BIGINT) AS duplicate_recommendations",
+        f"CAST(sum({DUP_REL}) AS BIGINT) AS duplicate_relevance",
+    ]
+    keys = [ident(c) for c in (*opts.group_by, "k")]
+    summary = scored.groupBy(*[F.col(c) for c in keys]).agg(*[F.expr(a) for a in aggregates])
+    names = [a.rsplit(" AS ", 1)[1] for a in aggregates]
+    at = names.index("std_ndcg") + 1
     if opts.confidence_interval == "bootstrap":
         summary = summary.join(bootstrap_interval(scored, opts), on=[*opts.group_by, "k"], how="left")
+        interval = ["ndcg_ci_low", "ndcg_ci_high"]
     else:
-        half = F.lit(1.959963984540054) * F.col("std_ndcg") / F.sqrt(F.col("users").cast("double"))
+        half = "(1.959963984540054D * std_ndcg / sqrt(CAST(users AS DOUBLE)))"
         # NDCG lives in [0, 1]; the normal approximation does not know it.
-        summary = summary.withColumn("ndcg_ci_low", F.greatest(F.col("mean_ndcg") - half, F.lit(0.0))).withColumn(
-            "ndcg_ci_high", F.least(F.col("mean_ndcg") + half, F.lit(1.0))
-        )
-    ordered = [*[F.col(quote(c)).asc_nulls_last() for c in opts.group_by], F.col("k").asc_nulls_last()]
-    columns = [c for c in summary.columns if c not in ("ndcg_ci_low", "ndcg_ci_high")]
-    at = columns.index("std_ndcg") + 1
-    columns = columns[:at] + ["ndcg_ci_low", "ndcg_ci_high"] + columns[at:]
+        interval = [f"greatest(mean_ndcg - {half}, 0.0D) AS ndcg_ci_low", f"least(mean_ndcg + {half}, 1.0D) AS ndcg_ci_high"]
+    columns = [*keys, *names[:at], *interval, *names[at:]]
+    ordered = [F.col(c).asc_nulls_last() for c in keys]
     # A handful of rows: one partition sorted in place, where orderBy would sample the input in a job of its own.
-    return summary.select(*[F.col(quote(c)) for c in columns]).coalesce(1).sortWithinPartitions(*ordered)
+    return summary.selectExpr(*columns).coalesce(1).sortWithinPartitions(*ordered)
 
 
 def bootstrap_interval(scored: DataFrame, opts: EvaluationOptions) -> DataFrame:
@@ -678,7 +689,7 @@ def poisson_one(uniform: Column) -> Column:
     return draw
 
 
-def _top(values: Column, opts: EvaluationOptions) -> Column:
-    """The first ``largest_k`` values (all of them when a whole-list cutoff is asked for)."""
+def _top(values: str, opts: EvaluationOptions) -> str:
+    """SQL: the first ``largest_k`` values (all of them when a whole-list cutoff is asked for)."""
     k = opts.largest_k
-    return values if k is None else F.slice(values, 1, k)
+    return values if k is None else f"slice({values}, 1, {int(k)})"

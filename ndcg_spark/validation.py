@@ -20,9 +20,9 @@ from typing import Dict, List, Optional, Tuple
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from pyspark.sql.window import Window
 
 from ndcg_spark.errors import INPUT_ERROR_TAG, InputDataError
+from ndcg_spark.functions import ident, string_literal
 from ndcg_spark.options import EvaluationOptions
 
 #: Relevance at or above this overflows 2^rel - 1 in a double.
@@ -39,7 +39,7 @@ REASON = "reason"
 
 def quote(name: str) -> str:
     """Quote a column name so dots, spaces and backticks are taken literally."""
-    return "`" + name.replace("`", "``") + "`"
+    return ident(name)
 
 
 def col(name: str) -> Column:
@@ -48,14 +48,18 @@ def col(name: str) -> Column:
 
 @dataclass(frozen=True)
 class RowRule:
-    """A row-level problem: ``predicate`` is true for a row at fault (never null)."""
+    """A row-level problem: ``sql`` is a SQL predicate, true for a row at fault (never null)."""
 
     name: str
     table: str
     column: str
     problem: str
-    predicate: Column
+    sql: str
     by_group: bool = False
+
+    @property
+    def predicate(self) -> Column:
+        return F.expr(self.sql)
 
 
 @dataclass
@@ -109,58 +113,57 @@ def check_key_types(recs: DataFrame, rel: DataFrame, opts: EvaluationOptions) ->
 # ----------------------------------------------------------------------------- rules
 
 
-def _is_bad_number(c: Column) -> Column:
-    return F.isnan(c) | (F.abs(c) == F.lit(float("inf")))
+def _is_bad_number(value: str) -> str:
+    return f"(isnan({value}) OR abs({value}) = CAST('Infinity' AS DOUBLE))"
 
 
 def recommendation_rules(opts: EvaluationOptions) -> List[RowRule]:
     t = "recommendations"
-    user, item = col(opts.user_col), col(opts.item_col)
+    user, item = ident(opts.user_col), ident(opts.item_col)
     rules = [
-        RowRule("null_user", t, opts.user_col, "is null", user.isNull()),
-        RowRule("null_item", t, opts.item_col, "is null", item.isNull()),
+        RowRule("null_user", t, opts.user_col, "is null", f"{user} IS NULL"),
+        RowRule("null_item", t, opts.item_col, "is null", f"{item} IS NULL"),
     ]
     if opts.rank_col:
-        rank = col(opts.rank_col).cast("double")
+        rank = f"CAST({ident(opts.rank_col)} AS DOUBLE)"
         rules += [
-            RowRule("null_rank", t, opts.rank_col, "is null", rank.isNull()),
+            RowRule("null_rank", t, opts.rank_col, "is null", f"{rank} IS NULL"),
             RowRule(
                 "bad_rank", t, opts.rank_col, "is not a positive integer",
-                F.coalesce(_is_bad_number(rank) | (rank < 1) | (rank != F.floor(rank)), F.lit(False)),
+                f"coalesce({_is_bad_number(rank)} OR {rank} < 1 OR {rank} != floor({rank}), false)",
             ),
             RowRule(
                 "rank_tie", t, opts.rank_col, "has two items at the same rank for one user",
-                F.coalesce(
-                    F.count(F.lit(1)).over(Window.partitionBy(user, col(opts.rank_col))) > 1, F.lit(False)
-                ) & rank.isNotNull() & user.isNotNull(),
+                f"coalesce(count(1) OVER (PARTITION BY {user}, {ident(opts.rank_col)}) > 1, false) "
+                f"AND {rank} IS NOT NULL AND {user} IS NOT NULL",
                 by_group=True,
             ),
         ]
     else:
-        score = col(opts.score_col).cast("double")
+        score = f"CAST({ident(opts.score_col)} AS DOUBLE)"
         rules += [
-            RowRule("null_score", t, opts.score_col, "is null", score.isNull()),
-            RowRule("bad_score", t, opts.score_col, "is NaN or infinite", F.coalesce(_is_bad_number(score), F.lit(False))),
+            RowRule("null_score", t, opts.score_col, "is null", f"{score} IS NULL"),
+            RowRule("bad_score", t, opts.score_col, "is NaN or infinite", f"coalesce({_is_bad_number(score)}, false)"),
         ]
     return rules
 
 
 def relevance_rules(opts: EvaluationOptions) -> List[RowRule]:
     t = "relevance"
-    user, item = col(opts.user_col), col(opts.item_col)
-    rel = col(opts.relevance_col).cast("double")
+    user, item = ident(opts.user_col), ident(opts.item_col)
+    rel = f"CAST({ident(opts.relevance_col)} AS DOUBLE)"
     rules = [
-        RowRule("null_user", t, opts.user_col, "is null", user.isNull()),
-        RowRule("null_item", t, opts.item_col, "is null", item.isNull()),
-        RowRule("null_relevance", t, opts.relevance_col, "is null", rel.isNull()),
-        RowRule("bad_relevance", t, opts.relevance_col, "is NaN or infinite", F.coalesce(_is_bad_number(rel), F.lit(False))),
+        RowRule("null_user", t, opts.user_col, "is null", f"{user} IS NULL"),
+        RowRule("null_item", t, opts.item_col, "is null", f"{item} IS NULL"),
+        RowRule("null_relevance", t, opts.relevance_col, "is null", f"{rel} IS NULL"),
+        RowRule("bad_relevance", t, opts.relevance_col, "is NaN or infinite", f"coalesce({_is_bad_number(rel)}, false)"),
     ]
     if opts.negative_relevance == "error":
         rules.append(
             RowRule(
                 "negative_relevance", t, opts.relevance_col,
                 "is negative (set negative_relevance = \"clip\" to read it as 0)",
-                F.coalesce(rel < 0, F.lit(False)),
+                f"coalesce({rel} < 0, false)",
             )
         )
     if opts.gain == "exponential":
@@ -168,7 +171,7 @@ def relevance_rules(opts: EvaluationOptions) -> List[RowRule]:
             RowRule(
                 "relevance_overflow", t, opts.relevance_col,
                 f"is {MAX_EXPONENTIAL_RELEVANCE:.0f} or more, so 2^rel - 1 overflows a double under exponential gain",
-                F.coalesce(~_is_bad_number(rel) & (rel >= MAX_EXPONENTIAL_RELEVANCE), F.lit(False)),
+                f"coalesce(NOT {_is_bad_number(rel)} AND {rel} >= {MAX_EXPONENTIAL_RELEVANCE}D, false)",
             )
         )
     if opts.duplicate_relevance == "error":
@@ -176,8 +179,8 @@ def relevance_rules(opts: EvaluationOptions) -> List[RowRule]:
             RowRule(
                 "duplicate_relevance", t, f"({opts.user_col}, {opts.item_col})",
                 "appears more than once (set duplicate_relevance = \"max\" to keep the largest)",
-                F.coalesce(F.count(F.lit(1)).over(Window.partitionBy(user, item)) > 1, F.lit(False))
-                & user.isNotNull() & item.isNotNull(),
+                f"coalesce(count(1) OVER (PARTITION BY {user}, {item}) > 1, false) "
+                f"AND {user} IS NOT NULL AND {item} IS NOT NULL",
                 by_group=True,
             )
         )
@@ -198,10 +201,14 @@ def _message(rule: RowRule, count: Optional[int] = None, examples: Optional[List
     return text
 
 
-def _key_text(opts: EvaluationOptions) -> Column:
-    return F.concat(
-        F.lit(f"{opts.user_col}="), F.coalesce(col(opts.user_col).cast("string"), F.lit("null")),
-        F.lit(f"/{opts.item_col}="), F.coalesce(col(opts.item_col).cast("string"), F.lit("null")),
+def _key_text(opts: EvaluationOptions) -> str:
+    """SQL text naming a row by its keys, e.g. ``user_id=7/item_id=42``."""
+    def text(name: str) -> str:
+        return f"coalesce(CAST({ident(name)} AS STRING), 'null')"
+
+    return (
+        f"concat({string_literal(opts.user_col + '=')}, {text(opts.user_col)}, "
+        f"{string_literal('/' + opts.item_col + '=')}, {text(opts.item_col)})"
     )
 
 
@@ -214,14 +221,16 @@ def guard_rows(df: DataFrame, table: str, opts: EvaluationOptions) -> DataFrame:
     Group rules (rank ties, repeated relevance) are left to the evaluation itself, which
     checks them on the per-user arrays without another shuffle.
     """
-    check = None
-    key = _key_text(opts)  # built once: every Column call is a round trip to the JVM
-    for rule in reversed([r for r in rules_for(table, opts) if not r.by_group]):
-        message = F.concat(F.lit(f"{INPUT_ERROR_TAG}: {_message(rule)}, e.g. "), key)
-        check = F.when(rule.predicate, F.raise_error(message)).otherwise(check if check is not None else F.lit(None))
-    if check is None:
+    key = _key_text(opts)
+    cases = [
+        f"WHEN {rule.sql} THEN raise_error(concat("
+        f"{string_literal(f'{INPUT_ERROR_TAG}: {_message(rule)}, e.g. ')}, {key}))"
+        for rule in rules_for(table, opts)
+        if not rule.by_group
+    ]
+    if not cases:
         return df
-    return df.filter(check.isNull())
+    return df.filter(f"(CASE {' '.join(cases)} END) IS NULL")
 
 
 def split_rows(df: DataFrame, table: str, opts: EvaluationOptions) -> Tuple[DataFrame, DataFrame]:
@@ -240,18 +249,16 @@ def split_rows(df: DataFrame, table: str, opts: EvaluationOptions) -> Tuple[Data
 
 
 def _tag(df: DataFrame, rules: List[RowRule]) -> Tuple[DataFrame, DataFrame]:
-    reason = F.lit(None).cast("string")
-    for rule in reversed(rules):
-        reason = F.when(rule.predicate, F.lit(rule.name)).otherwise(reason)
-    tagged = df.withColumn(REASON, reason)
-    return tagged.filter(F.col(REASON).isNull()).drop(REASON), tagged.filter(F.col(REASON).isNotNull())
+    whens = " ".join(f"WHEN {rule.sql} THEN {string_literal(rule.name)}" for rule in rules)
+    tagged = df.selectExpr("*", f"CAST(CASE {whens} END AS STRING) AS {ident(REASON)}")
+    return tagged.filter(f"{ident(REASON)} IS NULL").drop(REASON), tagged.filter(f"{ident(REASON)} IS NOT NULL")
 
 
 def validate_table(df: DataFrame, table: str, opts: EvaluationOptions) -> TableReport:
     """Count every problem of one table in one aggregation (plus a shuffle for group rules)."""
     check_schema(df, table, opts)
     rules = rules_for(table, opts)
-    flagged = df.select(*[rule.predicate.alias(rule.name) for rule in rules])
+    flagged = df.selectExpr(*[f"{rule.sql} AS {ident(rule.name)}" for rule in rules])
     aggregates = [F.count(F.lit(1)).alias("__rows")] + [
         F.sum(F.col(rule.name).cast("long")).alias(rule.name) for rule in rules
     ]
@@ -262,7 +269,7 @@ def validate_table(df: DataFrame, table: str, opts: EvaluationOptions) -> TableR
         if n:
             report.problems[rule.name] = n
             # Window predicates (group rules) cannot sit in a filter: project the flag first.
-            at_fault = df.select(_key_text(opts).alias("k"), rule.predicate.alias("bad")).filter("bad")
+            at_fault = df.selectExpr(f"{_key_text(opts)} AS k", f"{rule.sql} AS bad").filter("bad")
             examples = at_fault.select("k").distinct().orderBy("k").limit(5).collect()
             report.examples[rule.name] = sorted(r.k for r in examples)
     return report

@@ -186,6 +186,18 @@ def test_awkward_column_names_through_the_command_line(spark, tmp_path):
     assert spark.read.parquet(str(out / "per_user")).columns[0] == "user id"
 
 
+def test_awkward_column_names_in_the_messages(spark):
+    # The plan is SQL text: quotes, backslashes and backticks in names must reach the message intact.
+    score, item = "it's \\ `s`", "item 'id'"
+    recs = spark.createDataFrame(
+        [(1, "a", 0.9), (1, "b", None)], f"user_id int, `{item.replace('`', '``')}` string, `{score.replace('`', '``')}` double"
+    )
+    rel = spark.createDataFrame([(1, "a", 1.0)], f"user_id int, `{item}` string, relevance double")
+    with pytest.raises((PySparkException, Py4JJavaError)) as info:
+        evaluate(recs, rel, k=[2], item_col=item, score_col=score).summary.collect()
+    assert f"recommendations column {score!r} is null, e.g. user_id=1/{item}=b" in str(info.value)
+
+
 # ----------------------------------------------------------------------------- quarantine
 
 
