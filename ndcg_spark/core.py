@@ -469,11 +469,12 @@ def tie_averaged(gains: str, orders: str) -> str:
 def with_cutoffs(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
     """One row per (user, k) with cg, dcg, idcg and ndcg; the arrays are dropped.
 
-    Each user's list and ideal list are exploded into one row per position; every gain, discount
-    and cutoff test is then a plain column expression (generated code, where a higher-order
-    function over the arrays is interpreted per element), and one aggregation per user sums all
-    cutoffs at once. The rows of a user stay in one task, so the sums run in position order and
-    the figures are the same on every run.
+    Small cutoffs (all finite, the largest at most :data:`UNROLLED_CUTOFF_LIMIT`) are sums
+    written out term by term over the user's row (:func:`_sums_unrolled`): no rows multiply and
+    nothing is aggregated, so no shuffle follows the join. Otherwise each user's lists are
+    exploded into one row per position and one aggregation per user sums every cutoff
+    (:func:`_sums_per_position`). Both add the same terms left to right from position 1, so
+    they give the same bits, on every run.
     """
     arrays = (ITEMS, JUDGED_ITEMS, JUDGED_RELEVANCE, IDEAL, GAINS, HITS, N_REL_BINARY)
     if opts.companion_metrics:
@@ -485,7 +486,10 @@ def with_cutoffs(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
                 companion_columns.append(f"{metric} AS __ndcg_{name}_{j}")
         df = df.selectExpr(*[ident(c) for c in df.columns if c not in (HITS, N_REL_BINARY)], *companion_columns)
     keys = [ident(c) for c in df.columns if c not in arrays]
-    per_user = _sums_per_position(df, keys, opts)
+    if opts.largest_k is not None and opts.largest_k <= UNROLLED_CUTOFF_LIMIT:
+        per_user = _sums_unrolled(df, keys, opts)
+    else:
+        per_user = _sums_per_position(df, keys, opts)
 
     def pick(name: str) -> str:
         values = ", ".join(f"__ndcg_{name}_{j}" for j in range(len(opts.cutoffs)))
@@ -529,6 +533,49 @@ def ideal_gain(position: str, opts: EvaluationOptions) -> str:
 
 def _ideal_cut(cut: str, opts: EvaluationOptions) -> str:
     return f"least({cut}, n_recommended)" if opts.cap_ideal_at_list_length else cut
+
+
+#: Largest finite cutoff summed by :func:`_sums_unrolled`; each position is a term of its own in
+#: the generated code, so larger cutoffs (and the whole list) go through the exploded rows.
+UNROLLED_CUTOFF_LIMIT = 20
+
+
+def _sums_unrolled(df: DataFrame, keys: list, opts: EvaluationOptions) -> DataFrame:
+    """Per user: ``__ndcg_{cg,dcg,idcg}_{j}`` as sums of one term per position 1..k.
+
+    The gains of the user's list are computed once per user into an array (a higher-order
+    function: the relevance lookup, and the first-occurrence rule for repeated items); each sum is
+    then a chain of plain additions of ``coalesce(gains[i], 0) * 1/log2(i + 1)``, with the
+    discounts folded to constants when Spark plans the query. Terms past the end of a list are
+    0.0, and ``x + 0.0 == x``, so the sums equal the aggregation's, which skips the nulls.
+    """
+    if opts.ties == "average":
+        gains = GAINS
+    else:
+        gains = first_occurrence_only(f"transform({ITEMS}, g_x -> {gain(relevance_of('g_x'), opts.gain)})", ITEMS)
+    with_gain_array = df.selectExpr(*keys, f"{gains} AS __ndcg_gains_by_position", IDEAL)
+
+    def term(i: int) -> str:
+        return f"coalesce(try_element_at(__ndcg_gains_by_position, {i}), 0.0D)"
+
+    def ideal_term(i: int) -> str:
+        return f"{gain(f'coalesce(try_element_at({IDEAL}, {i}), 0.0D)', opts.gain)} * {discount(str(i))}"
+
+    sums = []
+    for j, k in enumerate(opts.cutoffs):
+        positions = range(1, int(k) + 1)
+        ideal_cut = _ideal_cut(str(int(k)), opts)
+        ideal_terms = [
+            f"(CASE WHEN {i} <= {ideal_cut} THEN {ideal_term(i)} ELSE 0.0D END)" if opts.cap_ideal_at_list_length
+            else f"({ideal_term(i)})"
+            for i in positions
+        ]
+        sums += [
+            " + ".join(term(i) for i in positions) + f" AS __ndcg_cg_{j}",
+            " + ".join(f"({term(i)} * {discount(str(i))})" for i in positions) + f" AS __ndcg_dcg_{j}",
+            " + ".join(ideal_terms) + f" AS __ndcg_idcg_{j}",
+        ]
+    return with_gain_array.selectExpr(*keys, *sums)
 
 
 def _sums_per_position(df: DataFrame, keys: list, opts: EvaluationOptions) -> DataFrame:
