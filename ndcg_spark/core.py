@@ -491,18 +491,29 @@ def with_cutoffs(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
     else:
         per_user = _sums_per_position(df, keys, opts)
 
+    single = len(opts.cutoffs) == 1
+
     def pick(name: str) -> str:
+        if single:
+            return f"__ndcg_{name}_0"
         values = ", ".join(f"__ndcg_{name}_{j}" for j in range(len(opts.cutoffs)))
         return f"element_at(array({values}), __ndcg_k_index + 1)"
 
-    cutoffs = ", ".join("CAST(NULL AS INT)" if k is None else f"CAST({int(k)} AS INT)" for k in opts.cutoffs)
+    def as_int(k: Optional[int]) -> str:
+        return "CAST(NULL AS INT)" if k is None else f"CAST({int(k)} AS INT)"
+
+    if single:
+        per_k, k_column = per_user, f"{as_int(opts.cutoffs[0])} AS k"
+    else:
+        cutoffs = ", ".join(as_int(k) for k in opts.cutoffs)
+        per_k, k_column = per_user.selectExpr("*", f"posexplode(array({cutoffs})) AS (__ndcg_k_index, k)"), "k"
     kept = (HAS_JUDGED, DUP_RECS, DUP_REL, JUDGED_ROWS)
     base = [c for c in keys if not c.strip("`").startswith("__ndcg_") or c.strip("`") in kept]
     dcg, idcg = f"coalesce({pick('dcg')}, 0.0D)", f"coalesce({pick('idcg')}, 0.0D)"
     companions = [f"{pick(name)} AS {name}" for name in (COMPANION_COLUMNS if opts.companion_metrics else ())]
-    return per_user.selectExpr("*", f"posexplode(array({cutoffs})) AS (__ndcg_k_index, k)").selectExpr(
+    return per_k.selectExpr(
         *base,
-        "k",
+        k_column,
         f"coalesce({pick('cg')}, 0.0D) AS cg",
         f"{dcg} AS dcg",
         f"{idcg} AS idcg",

@@ -221,16 +221,18 @@ def guard_rows(df: DataFrame, table: str, opts: EvaluationOptions) -> DataFrame:
     Group rules (rank ties, repeated relevance) are left to the evaluation itself, which
     checks them on the per-user arrays without another shuffle.
     """
-    key = _key_text(opts)
-    cases = [
-        f"WHEN {rule.sql} THEN raise_error(concat("
-        f"{string_literal(f'{INPUT_ERROR_TAG}: {_message(rule)}, e.g. ')}, {key}))"
+    whens = [
+        f"WHEN {rule.sql} THEN {string_literal(f'{INPUT_ERROR_TAG}: {_message(rule)}, e.g. ')}"
         for rule in rules_for(table, opts)
         if not rule.by_group
     ]
-    if not cases:
+    if not whens:
         return df
-    return df.filter(f"(CASE {' '.join(cases)} END) IS NULL")
+    # The first problem of the row, as the start of its message; one raise_error for them all.
+    problem = f"(CASE {' '.join(whens)} END)"
+    return df.filter(
+        f"(CASE WHEN {problem} IS NOT NULL THEN raise_error(concat({problem}, {_key_text(opts)})) END) IS NULL"
+    )
 
 
 def split_rows(df: DataFrame, table: str, opts: EvaluationOptions) -> Tuple[DataFrame, DataFrame]:
