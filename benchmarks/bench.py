@@ -606,7 +606,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--skew-factor", type=int, default=2000)
     p.add_argument("--sizes", default=None,
                    help="comma-separated user counts: time (b) at each instead of the main table")
-    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--warmup", type=int, default=1, help="untimed runs of each variant before timing")
     p.add_argument("--data-dir", default="/tmp/ndcg-bench")
     p.add_argument("--driver-memory", default="4g")

@@ -9,9 +9,12 @@ that the per-element work runs as generated code:
 2. Each table is grouped per user into arrays of primitives: the ranked items (with their
    positions, to check the order), and the judged items with their relevance. The two are
    joined on the user key alone (full outer, so no user is lost).
-3. Each user's row is exploded into one row per position 1..n; the relevance lookup, gain,
-   discount and every cutoff test are column expressions, and one aggregation per user sums all
-   cutoffs at once (no higher-order function in the default mode).
+3. Cutoffs up to 20 are sums written out term by term over each user's row (no more rows, no
+   aggregation, no shuffle after the join); larger cutoffs and the whole list explode each
+   user's row into one row per position and sum all cutoffs in one aggregation per user.
+
+Expressions are written as Spark SQL text (see :mod:`ndcg_spark.functions`): the same
+built-in functions as the ``Column`` API, with far fewer Python -> JVM calls to build the plan.
 """
 
 from __future__ import annotations
