@@ -573,7 +573,7 @@ def _sums_unrolled(df: DataFrame, keys: list, opts: EvaluationOptions) -> DataFr
         return f"coalesce(try_element_at(__ndcg_gains_by_position, {i}), 0.0D)"
 
     def ideal_term(i: int) -> str:
-        return f"{gain(f'coalesce(try_element_at({IDEAL}, {i}), 0.0D)', opts.gain)} * {discount(str(i))}"
+        return f"coalesce({ideal_gain(str(i), opts)}, 0.0D) * {discount(str(i))}"
 
     sums = []
     for j, k in enumerate(opts.cutoffs):
