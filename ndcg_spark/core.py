@@ -361,17 +361,16 @@ def relevance_lists(rel: DataFrame, opts: EvaluationOptions) -> DataFrame:
     """
     user = ident(opts.user_col)
     items, rels = "__ndcg_judged_items", "__ndcg_judged_relevance"
+    # Only the two lists (and what an option needs) are aggregated: every further aggregate
+    # costs a per-row update in the aggregation, while counts over the lists are computed once
+    # per user below.
+    aggregates = [f"collect_list({ITEM}) AS {items}", f"collect_list({REL}) AS {rels}"]
     if opts.duplicate_relevance == "max":
         rel = rel.groupBy(F.col(user), F.col(ITEM)).agg(F.expr(f"max({REL}) AS {REL}"), F.expr("count(1) AS __ndcg_rows"))
-        rows = "CAST(sum(__ndcg_rows) AS INT)"
+        aggregates.append(f"CAST(sum(__ndcg_rows) AS INT) AS {JUDGED_ROWS}")
+        rows = JUDGED_ROWS
     else:
-        rows = "CAST(count(1) AS INT)"
-    aggregates = [
-        f"collect_list({ITEM}) AS {items}",
-        f"collect_list({REL}) AS {rels}",
-        f"{rows} AS {JUDGED_ROWS}",
-        f"CAST(count(CASE WHEN {REL} > 0 THEN 1 END) AS INT) AS n_relevant",
-    ]
+        rows = f"size({items})"
     if opts.companion_metrics:
         aggregates.append(f"CAST(count(CASE WHEN {is_relevant(REL, opts)} THEN 1 END) AS INT) AS {N_REL_BINARY}")
     per_user = rel.groupBy(F.col(user)).agg(*[F.expr(a) for a in aggregates])
@@ -392,11 +391,13 @@ def relevance_lists(rel: DataFrame, opts: EvaluationOptions) -> DataFrame:
         f"{checked_items} AS {JUDGED_ITEMS}",
         f"{rels} AS {JUDGED_RELEVANCE}",
         f"{_top(f'sort_array({rels}, false)', opts)} AS {IDEAL}",
-        "n_relevant",
+        # The relevance reaching here is never negative or NaN (the row rules reject it, or it
+        # was clipped to 0), so the grades above 0 are the ones that are not 0.
+        f"size(array_remove({rels}, 0.0D)) AS n_relevant",
         *([N_REL_BINARY] if opts.companion_metrics else []),
         f"true AS {HAS_JUDGED}",
         f"CAST({n_repeats} AS INT) AS {DUP_REL}",
-        JUDGED_ROWS,
+        f"{rows} AS {JUDGED_ROWS}",
     )
 
 
