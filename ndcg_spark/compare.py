@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from ndcg_spark.core import EXCLUDED, evaluate
 from ndcg_spark.options import EvaluationOptions
-from ndcg_spark.validation import quote
+from ndcg_spark.functions import ident
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ def compare(
         scored = evaluate(recs, relevance, user_attributes=user_attributes, **options).scored
         sides.append(
             scored.select(
-                *[F.col(quote(c)) for c in keys],
+                *[F.col(ident(c)) for c in keys],
                 F.col("ndcg").alias(f"ndcg_{name}"),
                 F.col(EXCLUDED).alias(f"__excluded_{name}"),
                 F.col("n_relevant").alias(f"__n_relevant_{name}"),
@@ -83,7 +83,7 @@ def compare(
     if opts.zero_idcg == "exclude":
         excluded = excluded | (n_relevant == 0)
     per_user = paired.select(
-        *[F.col(quote(c)) for c in keys],
+        *[F.col(ident(c)) for c in keys],
         F.coalesce(F.col("ndcg_baseline"), F.lit(0.0)).alias("ndcg_baseline"),
         F.coalesce(F.col("ndcg_candidate"), F.lit(0.0)).alias("ndcg_candidate"),
         excluded.alias(EXCLUDED),
@@ -92,7 +92,7 @@ def compare(
     ).withColumn("difference", F.col("ndcg_candidate") - F.col("ndcg_baseline"))
     return ComparisonResult(
         per_user=per_user.filter(~F.col(EXCLUDED)).select(
-            *[F.col(quote(c)) for c in keys], "ndcg_baseline", "ndcg_candidate", "difference"
+            *[F.col(ident(c)) for c in keys], "ndcg_baseline", "ndcg_candidate", "difference"
         ),
         summary=summarize_pairs(per_user, opts),
         options=opts,
@@ -107,7 +107,7 @@ def summarize_pairs(per_user: DataFrame, opts: EvaluationOptions) -> DataFrame:
         return F.sum(F.when(cond, 1).otherwise(0)).cast("long")
 
     d = F.when(included, F.col("difference"))
-    keys = [F.col(quote(c)) for c in (*opts.group_by, "k")]
+    keys = [F.col(ident(c)) for c in (*opts.group_by, "k")]
     return (
         per_user.groupBy(*keys)
         .agg(
@@ -123,7 +123,7 @@ def summarize_pairs(per_user: DataFrame, opts: EvaluationOptions) -> DataFrame:
             count_if(F.col("__only_candidate")).alias("users_only_in_candidate"),
             count_if(F.col(EXCLUDED)).alias("users_excluded"),
         )
-        .orderBy(*[F.col(quote(c)).asc_nulls_last() for c in (*opts.group_by, "k")])
+        .orderBy(*[F.col(ident(c)).asc_nulls_last() for c in (*opts.group_by, "k")])
     )
 
 

@@ -42,7 +42,6 @@ from ndcg_spark.validation import (
     check_key_types,
     check_schema,
     guard_rows,
-    quote,
     split_rows,
 )
 
@@ -100,7 +99,7 @@ class EvaluationResult:
         n_recommended, n_relevant (and the companion metrics when asked for)."""
         extra = COMPANION_COLUMNS if self.options.companion_metrics else ()
         columns = [*self.options.group_by, self.options.user_col, *PER_USER_COLUMNS, *extra]
-        return self.scored.filter(~F.col(EXCLUDED)).select(*[F.col(quote(c)) for c in columns])
+        return self.scored.filter(~F.col(EXCLUDED)).select(*[F.col(ident(c)) for c in columns])
 
     @property
     def summary(self) -> DataFrame:
@@ -231,8 +230,8 @@ def recommendations_as_rows(df: DataFrame, opts: EvaluationOptions):
             raise InputDataError(
                 f"recommendations array {opts.array_col!r} has no field {name!r} (it has: {', '.join(fields)})"
             )
-    keep = [F.col(quote(c)) for c in df.columns if c != opts.array_col]
-    exploded = df.select(*keep, F.posexplode(F.col(quote(opts.array_col))).alias("__pos", "__rec"))
+    keep = [F.col(ident(c)) for c in df.columns if c != opts.array_col]
+    exploded = df.select(*keep, F.posexplode(F.col(ident(opts.array_col))).alias("__pos", "__rec"))
     values = [F.col("__rec")[f].alias(f) for f in wanted]
     if opts.array_ranking == "order":
         values.append((F.col("__pos") + 1).alias(ARRAY_RANK))
@@ -651,7 +650,7 @@ def with_user_attributes(df: DataFrame, attributes: Optional[DataFrame], opts: E
     wanted = [c for c in opts.group_by if c in attributes.columns and c not in df.columns]
     if not wanted:
         return df
-    attrs = attributes.select(F.col(quote(opts.user_col)).alias(opts.user_col), *[F.col(quote(c)).alias(c) for c in wanted])
+    attrs = attributes.select(F.col(ident(opts.user_col)).alias(opts.user_col), *[F.col(ident(c)).alias(c) for c in wanted])
     return df.join(attrs, on=opts.user_col, how="left")
 
 
@@ -723,14 +722,14 @@ def bootstrap_interval(scored: DataFrame, opts: EvaluationOptions) -> DataFrame:
     """
     keys = [*opts.group_by, opts.user_col]
     replicate = F.explode(F.sequence(F.lit(0), F.lit(opts.bootstrap_samples - 1))).alias("__b")
-    included = scored.filter(~F.col(EXCLUDED)).select(*[F.col(quote(c)) for c in keys], "k", "ndcg", replicate)
-    hashed = F.xxhash64(*[F.col(quote(c)) for c in keys], F.col("__b"), F.lit(opts.seed))
+    included = scored.filter(~F.col(EXCLUDED)).select(*[F.col(ident(c)) for c in keys], "k", "ndcg", replicate)
+    hashed = F.xxhash64(*[F.col(ident(c)) for c in keys], F.col("__b"), F.lit(opts.seed))
     uniform = F.shiftrightunsigned(hashed, 11).cast("double") / F.lit(float(2**53))
     weights = included.withColumn("__w", poisson_one(uniform))
-    per_replicate = weights.groupBy(*[F.col(quote(c)) for c in opts.group_by], "k", "__b").agg(
+    per_replicate = weights.groupBy(*[F.col(ident(c)) for c in opts.group_by], "k", "__b").agg(
         (F.sum(F.col("__w") * F.col("ndcg")) / F.sum("__w")).alias("__mean")
     )
-    return per_replicate.groupBy(*[F.col(quote(c)) for c in opts.group_by], "k").agg(
+    return per_replicate.groupBy(*[F.col(ident(c)) for c in opts.group_by], "k").agg(
         F.percentile(F.col("__mean"), F.lit(0.025)).alias("ndcg_ci_low"),
         F.percentile(F.col("__mean"), F.lit(0.975)).alias("ndcg_ci_high"),
     )

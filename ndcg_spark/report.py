@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ndcg_spark.validation import quote
+from ndcg_spark.functions import ident
 
 BINS = 20
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
@@ -22,7 +22,7 @@ PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e
 def ndcg_histogram(per_user: DataFrame, group_by: Sequence[str] = (), bins: int = BINS) -> DataFrame:
     """Counts of per-user NDCG in ``bins`` equal bins over [0, 1] (1.0 in the last), per segment and k."""
     b = F.least(F.floor(F.col("ndcg") * F.lit(bins)).cast("int"), F.lit(bins - 1))
-    keys = [F.col(quote(c)) for c in (*group_by, "k")]
+    keys = [F.col(ident(c)) for c in (*group_by, "k")]
     return per_user.groupBy(*keys, b.alias("bin")).agg(F.count(F.lit(1)).alias("users"))
 
 

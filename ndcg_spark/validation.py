@@ -1,10 +1,10 @@
 """Input checks: schema problems, row-level problems, and what to do with the rows at fault.
 
-Each row-level problem is a :class:`RowRule` (a name, a predicate Column that is true for a row
-at fault, and the words of its message). The same rules serve three purposes:
+Each row-level problem is a :class:`RowRule` (a name, a SQL predicate that is true for a row at
+fault, and the words of its message). The same rules serve three purposes:
 
 * ``guard_rows`` (``on_invalid_rows = "error"``, inside :func:`ndcg_spark.evaluate`): a
-  ``raise_error`` in the same projection, so a bad row stops the run at no extra pass;
+  ``raise_error`` in a filter over the input, so a bad row stops the run at no extra pass;
 * :func:`validate` (the job, and anyone wanting the full report): one aggregation per table
   counts every problem, then up to five example keys are fetched for the problems found;
 * ``split_rows`` (``on_invalid_rows = "quarantine"``): the rows at fault, with a ``reason``
@@ -17,7 +17,7 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -37,15 +37,6 @@ NUMERIC_TYPE_NAMES = "tinyint, smallint, int, bigint, float, double or decimal"
 REASON = "reason"
 
 
-def quote(name: str) -> str:
-    """Quote a column name so dots, spaces and backticks are taken literally."""
-    return ident(name)
-
-
-def col(name: str) -> Column:
-    return F.col(quote(name))
-
-
 @dataclass(frozen=True)
 class RowRule:
     """A row-level problem: ``sql`` is a SQL predicate, true for a row at fault (never null)."""
@@ -56,10 +47,6 @@ class RowRule:
     problem: str
     sql: str
     by_group: bool = False
-
-    @property
-    def predicate(self) -> Column:
-        return F.expr(self.sql)
 
 
 @dataclass

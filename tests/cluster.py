@@ -887,4 +887,4 @@ def write_inputs(base: Path, tables, files: int = 6, row_group_size: Optional[in
 if __name__ == "__main__":
     if sys.argv[1:2] == ["connect-job"]:
         sys.exit(_connect_job_main(sys.argv[2:]))
-    sys.exit(f"usage: python -m tests.cluster connect-job [--probe-only] JOB-FLAGS (url in NDCG_TEST_CONNECT_URL)")
+    sys.exit("usage: python -m tests.cluster connect-job [--probe-only] JOB-FLAGS (url in NDCG_TEST_CONNECT_URL)")
