@@ -14,7 +14,8 @@ the partitioning and scales with the cluster, and it is reused when a directory 
 parameters already exists under ``--data-dir``.
 
 What is timed (each: build the DataFrame + collect; one warm-up, then ``--repeat`` rounds, run
-round-robin so drift hits every variant alike; the medians are reported):
+round-robin so drift hits every variant alike, each run after a full GC, on a driver heap fixed
+at ``--driver-memory``; the medians are reported):
 
 (a)    the floor: top k per user by the same ``row_number()`` window, each table grouped per user
        with ``collect_list``, a full outer join on the user, a count and array-size sums.
@@ -615,6 +616,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=1, help="untimed runs of each variant before timing")
     p.add_argument("--data-dir", default="/tmp/ndcg-bench")
     p.add_argument("--driver-memory", default="4g")
+    p.add_argument("--no-fixed-heap", action="store_true",
+                   help="let the driver heap start small and resize (no -Xms; see jvm_options)")
     p.add_argument("--shuffle-partitions", type=int, default=8)
     p.add_argument("--master", default="local[2]")
     p.add_argument("--seed", type=int, default=20240611)
@@ -630,18 +633,34 @@ def session(args):
     import ndcg_spark
 
     log4j = Path(ndcg_spark.__file__).with_name("log4j2.properties")
+    java_options = jvm_options(args)
+    if log4j.exists():
+        java_options.append(f"-Dlog4j2.configurationFile=file:{log4j}")
     builder = (
         SparkSession.builder.master(args.master)
         .appName("ndcg-spark-bench")
         .config("spark.driver.memory", args.driver_memory)
+        .config("spark.driver.extraJavaOptions", " ".join(java_options))
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", str(args.shuffle_partitions))
         .config("spark.default.parallelism", str(args.shuffle_partitions))
     )
-    if log4j.exists():
-        builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
     return builder.getOrCreate()
+
+
+def jvm_options(args) -> List[str]:
+    """JVM flags of the benchmark's Spark driver (the heap size itself is ``spark.driver.memory``).
+
+    The heap is fixed at the driver memory (``-Xms`` = ``-Xmx``). Every timed run starts with a
+    full GC (so one variant's garbage is not collected on the next one's time), and G1 shrinks
+    the heap after a full GC: measured on the main table, it fell to about 290 MB, and every
+    64 MB page Spark's sorts and aggregations then allocate (a G1 humongous object) started a
+    concurrent mark cycle, about 20 per run, which kept a GC thread busy for 4 of the run's
+    ~20 CPU seconds and added 0.5-0.8 s of pauses. With the heap fixed, none ran. ``--no-fixed-heap``
+    measures the other way.
+    """
+    return [] if args.no_fixed_heap else [f"-Xms{args.driver_memory}"]
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -657,13 +676,15 @@ def main(argv: Optional[List[str]] = None) -> int:
         "args": vars(args),
         "machine": {**machine(), "spark": spark.version, "master": args.master,
                     "driver_memory": args.driver_memory, "shuffle_partitions": args.shuffle_partitions,
+                    "jvm_options": jvm_options(args),
                     "java": spark._jvm.System.getProperty("java.version")},
         "targets": TARGETS,
         "ndcg_spark": library_version(),
     }
     m = out["machine"]
     print(f"machine: {m.get('cpus')} cpus ({m.get('cpu', '?')}), {m.get('memory_gb', '?')} GB RAM, "
-          f"Java {m['java']}, Spark {m['spark']} {args.master}, driver memory {args.driver_memory}, "
+          f"Java {m['java']}, Spark {m['spark']} {args.master}, driver memory {args.driver_memory} "
+          f"({' '.join(m['jvm_options']) or 'heap not fixed'}), "
           f"shuffle partitions {args.shuffle_partitions}")
     lib = out["ndcg_spark"]
     print(f"ndcg_spark {lib['version']} from {lib['path']} (sources sha256 {lib['sources_sha256']})")

@@ -29,7 +29,10 @@ def test_benchmark_script_runs_and_prints_ratios(tmp_path):
     for line in ratio_lines:
         assert "target <=" in line and ("MET" in line)
 
-    results = json.loads(out_json.read_text())["main"]
+    report = json.loads(out_json.read_text())
+    # The driver heap is fixed at the driver memory (see bench.jvm_options).
+    assert report["machine"]["jvm_options"] == ["-Xms1g"]
+    results = report["main"]
     assert set(results["results"]) == {"a", "b", "b100", "c", "d"}
     assert results["recommendation_rows"] == 2000 and results["relevance_rows"] == 1000
     # The floor saw every generated row and user; the metric is non-trivial on this data.
