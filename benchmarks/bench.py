@@ -663,6 +663,12 @@ def jvm_options(args) -> List[str]:
     return [] if args.no_fixed_heap else [f"-Xms{args.driver_memory}"]
 
 
+def jvm_heap_arguments(spark) -> List[str]:
+    """The heap flags the driver JVM was actually started with (``-Xms``/``-Xmx``), as it reports them."""
+    arguments = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
+    return [str(a) for a in arguments if str(a).startswith(("-Xms", "-Xmx"))]
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     started = time.perf_counter()
@@ -676,7 +682,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         "args": vars(args),
         "machine": {**machine(), "spark": spark.version, "master": args.master,
                     "driver_memory": args.driver_memory, "shuffle_partitions": args.shuffle_partitions,
-                    "jvm_options": jvm_options(args),
+                    "jvm_heap_arguments": jvm_heap_arguments(spark),
                     "java": spark._jvm.System.getProperty("java.version")},
         "targets": TARGETS,
         "ndcg_spark": library_version(),
@@ -684,7 +690,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     m = out["machine"]
     print(f"machine: {m.get('cpus')} cpus ({m.get('cpu', '?')}), {m.get('memory_gb', '?')} GB RAM, "
           f"Java {m['java']}, Spark {m['spark']} {args.master}, driver memory {args.driver_memory} "
-          f"({' '.join(m['jvm_options']) or 'heap not fixed'}), "
+          f"(JVM {' '.join(m['jvm_heap_arguments'])}), "
           f"shuffle partitions {args.shuffle_partitions}")
     lib = out["ndcg_spark"]
     print(f"ndcg_spark {lib['version']} from {lib['path']} (sources sha256 {lib['sources_sha256']})")
