@@ -9,9 +9,10 @@ that the per-element work runs as generated code:
 2. Each table is grouped per user into arrays of primitives: the ranked items (with their
    positions, to check the order), and the judged items with their relevance. The two are
    joined on the user key alone (full outer, so no user is lost).
-3. Cutoffs up to 20 are sums written out term by term over each user's row (no more rows, no
-   aggregation, no shuffle after the join); larger cutoffs and the whole list explode each
-   user's row into one row per position and sum all cutoffs in one aggregation per user.
+3. Cutoffs up to 20 are summed over each user's row (no more rows, no aggregation, no shuffle
+   after the join): the recommended side over the user's hits only, the ideal side term by
+   term; larger cutoffs and the whole list explode each user's row into one row per position
+   and sum all cutoffs in one aggregation per user.
 
 Expressions are written as Spark SQL text (see :mod:`ndcg_spark.functions`): the same
 built-in functions as the ``Column`` API, with far fewer Python -> JVM calls to build the plan.
@@ -65,6 +66,7 @@ JUDGED_ROWS = "__ndcg_relevance_rows"
 EXCLUDED = "__ndcg_excluded"
 ORDERS = "__ndcg_orders"
 HITS = "__ndcg_hit_positions"
+HIT_TERMS = "__ndcg_hit_terms"
 N_REL_BINARY = "__ndcg_relevant_binary"
 ARRAY_RANK = "__ndcg_array_rank"
 TIE_RANK = "__ndcg_tie_rank"
@@ -412,8 +414,8 @@ def with_gains(joined: DataFrame, opts: EvaluationOptions) -> DataFrame:
 
     Only the optional modes compute gain arrays here, with higher-order functions (interpreted
     per element): tie averaging needs every gain of a tied group, and the companion metrics the
-    positions of the hits. In the default mode the gains are computed per position in
-    :func:`with_cutoffs`, as generated code.
+    positions of the hits. In the default mode the gains are computed in :func:`with_cutoffs`,
+    per hit (small cutoffs) or per position (generated code).
     """
     n = array_size(ITEMS)
     if opts.ties == "average" and opts.largest_k is not None:
@@ -472,9 +474,9 @@ def tie_averaged(gains: str, orders: str) -> str:
 def with_cutoffs(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
     """One row per (user, k) with cg, dcg, idcg and ndcg; the arrays are dropped.
 
-    Small cutoffs (all finite, the largest at most :data:`UNROLLED_CUTOFF_LIMIT`) are sums
-    written out term by term over the user's row (:func:`_sums_unrolled`): no rows multiply and
-    nothing is aggregated, so no shuffle follows the join. Otherwise each user's lists are
+    Small cutoffs (all finite, the largest at most :data:`UNROLLED_CUTOFF_LIMIT`) are summed
+    over the user's row (:func:`_sums_unrolled`): no rows multiply and nothing is aggregated, so
+    no shuffle follows the join. Otherwise each user's lists are
     exploded into one row per position and one aggregation per user sums every cutoff
     (:func:`_sums_per_position`). Both add the same terms left to right from position 1, so
     they give the same bits, on every run.
@@ -499,8 +501,9 @@ def with_cutoffs(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
     def pick(name: str) -> str:
         if single:
             return f"__ndcg_{name}_0"
-        values = ", ".join(f"__ndcg_{name}_{j}" for j in range(len(opts.cutoffs)))
-        return f"element_at(array({values}), __ndcg_k_index + 1)"
+        # A CASE on the cutoff's index, not element_at(array(...)): no array built per row.
+        whens = " ".join(f"WHEN {j} THEN __ndcg_{name}_{j}" for j in range(len(opts.cutoffs)))
+        return f"CASE __ndcg_k_index {whens} END"
 
     def as_int(k: Optional[int]) -> str:
         return "CAST(NULL AS INT)" if k is None else f"CAST({int(k)} AS INT)"
@@ -555,22 +558,21 @@ UNROLLED_CUTOFF_LIMIT = 20
 
 
 def _sums_unrolled(df: DataFrame, keys: list, opts: EvaluationOptions) -> DataFrame:
-    """Per user: ``__ndcg_{cg,dcg,idcg}_{j}`` as sums of one term per position 1..k.
+    """Per user: ``__ndcg_{cg,dcg,idcg}_{j}`` without exploding the user's row.
 
-    The gains of the user's list are computed once per user into an array (a higher-order
-    function: the relevance lookup, and the first-occurrence rule for repeated items); each sum is
-    then a chain of plain additions of ``coalesce(gains[i], 0) * 1/log2(i + 1)``, with the
-    discounts folded to constants when Spark plans the query. Terms past the end of a list are
-    0.0, and ``x + 0.0 == x``, so the sums equal the aggregation's, which skips the nulls.
+    The recommended side is summed over the user's hits only (:func:`hits_of`): the judged items
+    of the list with their first position and gain, in position order. Each cutoff folds them
+    with ``aggregate``, adding a hit's term when its position is within the cutoff. The ideal side
+    is written out term by term, ``coalesce(gain(ideal[i]), 0) * 1/log2(i + 1)`` for i in 1..k,
+    with the discounts folded to constants when Spark plans the query. Both add their terms left
+    to right from position 1 and only skip terms that are 0.0 (``x + 0.0 == x``), so the sums
+    equal the exploded rows' aggregation bit for bit.
     """
-    if opts.ties == "average":
-        gains = GAINS
-    else:
-        gains = first_occurrence_only(f"transform({ITEMS}, g_x -> {gain(relevance_of('g_x'), opts.gain)})", ITEMS)
-    with_gain_array = df.selectExpr(*keys, f"{gains} AS __ndcg_gains_by_position", IDEAL)
+    with_hits = df.selectExpr(*keys, f"{hits_of(opts)} AS {HIT_TERMS}", IDEAL)
 
-    def term(i: int) -> str:
-        return f"coalesce(try_element_at(__ndcg_gains_by_position, {i}), 0.0D)"
+    def within(cut: int, term: str) -> str:
+        # A hit past the cutoff adds nothing; positions only grow along the array.
+        return f"aggregate({HIT_TERMS}, 0.0D, (u_acc, u_h) -> CASE WHEN u_h.p <= {cut} THEN u_acc + {term} ELSE u_acc END)"
 
     def ideal_term(i: int) -> str:
         return f"coalesce({ideal_gain(str(i), opts)}, 0.0D) * {discount(str(i))}"
@@ -585,11 +587,33 @@ def _sums_unrolled(df: DataFrame, keys: list, opts: EvaluationOptions) -> DataFr
             for i in positions
         ]
         sums += [
-            " + ".join(term(i) for i in positions) + f" AS __ndcg_cg_{j}",
-            " + ".join(f"({term(i)} * {discount(str(i))})" for i in positions) + f" AS __ndcg_dcg_{j}",
+            f"{within(int(k), 'u_h.g')} AS __ndcg_cg_{j}",
+            f"{within(int(k), '(u_h.g * ' + discount('u_h.p') + ')')} AS __ndcg_dcg_{j}",
             " + ".join(ideal_terms) + f" AS __ndcg_idcg_{j}",
         ]
-    return with_gain_array.selectExpr(*keys, *sums)
+    return with_hits.selectExpr(*keys, *sums)
+
+
+def hits_of(opts: EvaluationOptions) -> str:
+    """SQL: the user's hits as ``array<struct<p: int, g: double>>`` in position order.
+
+    One element per distinct recommended item that was judged: ``p`` the 1-based position of its
+    first occurrence (a repeated item gains there only, as in :func:`slot_gain`), ``g`` its gain.
+    ``array_intersect`` keeps the order of the recommended list and drops repeats, and runs as
+    generated code; the interpreted lookups then only run for the few items that hit, not for
+    every position. With tie averaging the hits are the positions of the nonzero averaged gains.
+    """
+    empty = "CAST(array() AS array<struct<p: int, g: double>>)"
+    if opts.ties == "average":
+        terms = f"transform({GAINS}, (h_g, h_i) -> named_struct('p', h_i + 1, 'g', h_g))"
+        return f"coalesce(filter({terms}, h_t -> h_t.g <> 0.0D), {empty})"
+    grade = f"element_at({JUDGED_RELEVANCE}, CAST(array_position({JUDGED_ITEMS}, h_x) AS INT))"
+    terms = (
+        f"transform(array_intersect({ITEMS}, {JUDGED_ITEMS}), h_x -> named_struct("
+        f"'p', CAST(array_position({ITEMS}, h_x) AS INT), 'g', {gain(grade, opts.gain)}))"
+    )
+    # array_intersect is null for a user without judgements (or without recommendations).
+    return f"coalesce({terms}, {empty})"
 
 
 def _sums_per_position(df: DataFrame, keys: list, opts: EvaluationOptions) -> DataFrame:
