@@ -1,7 +1,8 @@
 """Per-user CG, DCG, IDCG and NDCG@k, and their summary, as lazy DataFrames.
 
 The plan, chosen so that the recommendations are shuffled once and only their top k, and so
-that the per-element work runs as generated code:
+that the per-element work runs as generated code (interpreted higher-order functions only run
+per hit, or in the optional modes):
 
 1. Recommendations get a 1-based position per user from ``row_number()`` (score descending or
    rank ascending, then the item as the documented tie-break) and are cut at the largest k in a
