@@ -477,10 +477,9 @@ def with_cutoffs(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
 
     Small cutoffs (all finite, the largest at most :data:`UNROLLED_CUTOFF_LIMIT`) are summed
     over the user's row (:func:`_sums_unrolled`): no rows multiply and nothing is aggregated, so
-    no shuffle follows the join. Otherwise each user's lists are
-    exploded into one row per position and one aggregation per user sums every cutoff
-    (:func:`_sums_per_position`). Both add the same terms left to right from position 1, so
-    they give the same bits, on every run.
+    no shuffle follows the join. Otherwise each user's lists are exploded into one row per
+    position and one aggregation per user sums every cutoff (:func:`_sums_per_position`). Both
+    add the same terms left to right from position 1, so they give the same bits, on every run.
     """
     arrays = (ITEMS, JUDGED_ITEMS, JUDGED_RELEVANCE, IDEAL, GAINS, HITS, N_REL_BINARY)
     if opts.companion_metrics:
@@ -608,6 +607,8 @@ def hits_of(opts: EvaluationOptions) -> str:
     if opts.ties == "average":
         terms = f"transform({GAINS}, (h_g, h_i) -> named_struct('p', h_i + 1, 'g', h_g))"
         return f"coalesce(filter({terms}, h_t -> h_t.g <> 0.0D), {empty})"
+    # Not relevance_of(): a hit is always judged, so one array_position (not relevance_of's two,
+    # interpreted here) finds its grade.
     grade = f"element_at({JUDGED_RELEVANCE}, CAST(array_position({JUDGED_ITEMS}, h_x) AS INT))"
     terms = (
         f"transform(array_intersect({ITEMS}, {JUDGED_ITEMS}), h_x -> named_struct("
