@@ -16,6 +16,10 @@ and against (d):
   only (broadcast semi-join), the others keep the heap's list.
 - ``heap_struct``: exact. ``min_by(item, struct(-score, item), k)``: the key breaks ties itself,
   but is compared by Spark's interpreted ordering.
+- ``heap_packed``: exact, integer items only. One ``min_by`` (k + 1) of a long packing the item
+  (high 32 bits) and a 32-bit hash of the score (low 32 bits): equal scores give equal hashes, so
+  a repeated hash among a user's candidates sends that user to the window path as in
+  ``heap_fallback`` (a hash collision only sends a user there needlessly).
 
 Usage (after ``python benchmarks/bench.py`` has written the data)::
 
@@ -57,10 +61,21 @@ def heap_lists(recs, opts, mode: str):
         key = f"named_struct('o', {C.ORDER}, 'i', {C.ITEM})"
         lists = recs.groupBy(F.col(user)).agg(F.expr(f"min_by({C.ITEM}, {key}, {k}) AS {C.ITEMS}"))
         return lists.selectExpr(user, C.ITEMS, dup)
-    candidates = recs.groupBy(F.col(user)).agg(
-        F.expr(f"min_by({C.ITEM}, {C.ORDER}, {k + 1}) AS __c_items"),
-        F.expr(f"min_by({C.ORDER}, {C.ORDER}, {k + 1}) AS __c_orders"),
-    ).selectExpr(user, "__c_items", "size(array_distinct(__c_orders)) < size(__c_orders) AS __tied")
+    if mode == "packed":
+        # + 0.0 turns -0.0 into 0.0, which compare equal and must hash equal.
+        packed = f"shiftleft(CAST({C.ITEM} AS BIGINT), 32) | (CAST(hash({C.ORDER} + 0.0D) AS BIGINT) & 4294967295L)"
+        candidates = recs.selectExpr(user, f"{packed} AS __packed", C.ORDER).groupBy(F.col(user)).agg(
+            F.expr(f"min_by(__packed, {C.ORDER}, {k + 1}) AS __c")
+        ).selectExpr(
+            user,
+            "transform(__c, p -> CAST(shiftright(p, 32) AS INT)) AS __c_items",
+            "transform(__c, p -> p & 4294967295L) AS __c_hashes",
+        ).selectExpr(user, "__c_items", "size(array_distinct(__c_hashes)) < size(__c_hashes) AS __tied")
+    else:
+        candidates = recs.groupBy(F.col(user)).agg(
+            F.expr(f"min_by({C.ITEM}, {C.ORDER}, {k + 1}) AS __c_items"),
+            F.expr(f"min_by({C.ORDER}, {C.ORDER}, {k + 1}) AS __c_orders"),
+        ).selectExpr(user, "__c_items", "size(array_distinct(__c_orders)) < size(__c_orders) AS __tied")
     exact = candidates.filter("NOT __tied").selectExpr(user, f"slice(__c_items, 1, {k}) AS {C.ITEMS}").selectExpr(
         user, C.ITEMS, dup
     )
@@ -95,6 +110,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data", default=DEFAULT_DATA, help="a directory with recs/ and rel/ written by bench.py")
     p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--heaps", default="primitive,fallback,struct,packed", help="which heap variants to time")
     args = p.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = bench.session(bench.parse_args([]))
@@ -113,7 +129,7 @@ def main() -> int:
         return timed
 
     variants = {"b": run(ndcg_spark.evaluate)}
-    for mode in ("primitive", "fallback", "struct"):
+    for mode in args.heaps.split(","):
         variants[f"heap_{mode}"] = run(lambda r, q, mode=mode, **o: evaluate_with_heap(r, q, mode, **o))
     variants["d"] = bench.make_variants(spark, paths)["d"]
     results = bench.time_variants(spark, variants, args.repeat, lambda m: print(m, flush=True))
