@@ -23,9 +23,9 @@ and against (d):
 
 Usage (after ``python benchmarks/bench.py`` has written the data)::
 
-    python benchmarks/experiments/topk_heap.py [--data DIR] [--repeat 5]
+    python benchmarks/experiments/topk_heap.py [--data DIR] [--repeat 5] [--heaps primitive,fallback,struct,packed]
 
-Findings are in the notes on issue 4.
+Findings are in the README (Benchmarks) and the notes on issue 4.
 """
 
 from __future__ import annotations
