@@ -20,6 +20,8 @@ and against (d):
   (high 32 bits) and a 32-bit hash of the score (low 32 bits): equal scores give equal hashes, so
   a repeated hash among a user's candidates sends that user to the window path as in
   ``heap_fallback`` (a hash collision only sends a user there needlessly).
+- ``heap_packed_shared``: ``heap_packed`` with a shuffle after the heap aggregation that both
+  branches read, so the reduce-side heap merge runs once.
 
 Usage (after ``python benchmarks/bench.py`` has written the data)::
 
@@ -61,7 +63,7 @@ def heap_lists(recs, opts, mode: str):
         key = f"named_struct('o', {C.ORDER}, 'i', {C.ITEM})"
         lists = recs.groupBy(F.col(user)).agg(F.expr(f"min_by({C.ITEM}, {key}, {k}) AS {C.ITEMS}"))
         return lists.selectExpr(user, C.ITEMS, dup)
-    if mode == "packed":
+    if mode in ("packed", "packed_shared"):
         # + 0.0 turns -0.0 into 0.0, which compare equal and must hash equal.
         packed = f"shiftleft(CAST({C.ITEM} AS BIGINT), 32) | (CAST(hash({C.ORDER} + 0.0D) AS BIGINT) & 4294967295L)"
         candidates = recs.selectExpr(user, f"{packed} AS __packed", C.ORDER).groupBy(F.col(user)).agg(
@@ -76,6 +78,10 @@ def heap_lists(recs, opts, mode: str):
             F.expr(f"min_by({C.ITEM}, {C.ORDER}, {k + 1}) AS __c_items"),
             F.expr(f"min_by({C.ORDER}, {C.ORDER}, {k + 1}) AS __c_orders"),
         ).selectExpr(user, "__c_items", "size(array_distinct(__c_orders)) < size(__c_orders) AS __tied")
+    if mode == "packed_shared":
+        # An exchange of its own after the heap aggregation: both branches read it, so the
+        # reduce-side heap merge runs once instead of once per branch (at the price of a shuffle).
+        candidates = candidates.repartition(F.col(user))
     exact = candidates.filter("NOT __tied").selectExpr(user, f"slice(__c_items, 1, {k}) AS {C.ITEMS}").selectExpr(
         user, C.ITEMS, dup
     )
