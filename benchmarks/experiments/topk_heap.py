@@ -25,7 +25,7 @@ and against (d):
 
 Usage (after ``python benchmarks/bench.py`` has written the data)::
 
-    python benchmarks/experiments/topk_heap.py [--data DIR] [--repeat 5] [--heaps primitive,fallback,struct,packed]
+    python benchmarks/experiments/topk_heap.py [--data DIR] [--repeat 5] [--heaps primitive,fallback,struct,packed] [--k 10]
 
 Findings are in the README (Benchmarks) and the notes on issue 4.
 """
@@ -117,6 +117,7 @@ def main() -> int:
     p.add_argument("--data", default=DEFAULT_DATA, help="a directory with recs/ and rel/ written by bench.py")
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--heaps", default="primitive,fallback,struct,packed", help="which heap variants to time")
+    p.add_argument("--k", type=int, default=10, help="the cutoff of (b) and the heap variants ((d) stays at 10)")
     args = p.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = bench.session(bench.parse_args([]))
@@ -129,8 +130,8 @@ def main() -> int:
 
     def run(fn):
         def timed():
-            row = fn(*tables(), k=[10]).summary.collect()[0]
-            return f"ndcg@10={row.mean_ndcg:.12f} users={row.users}"
+            row = fn(*tables(), k=[args.k]).summary.collect()[0]
+            return f"ndcg@{args.k}={row.mean_ndcg:.12f} users={row.users}"
 
         return timed
 
