@@ -26,6 +26,7 @@ and against (d):
 Usage (after ``python benchmarks/bench.py`` has written the data)::
 
     python benchmarks/experiments/topk_heap.py [--data DIR] [--repeat 5] [--heaps primitive,fallback,struct,packed] [--k 10]
+    python benchmarks/experiments/topk_heap.py --make-tied-copy DIR   # the tie-heavy copy
 
 Findings are in the README (Benchmarks) and the notes on issue 4.
 """
@@ -51,7 +52,7 @@ def heap_lists(recs, opts, mode: str):
     from pyspark.sql import functions as F
 
     from ndcg_spark import core as C
-    from ndcg_spark.functions import ident
+    from ndcg_spark.functions import has_repeats, ident
 
     k = int(opts.largest_k)
     user = ident(opts.user_col)
@@ -72,12 +73,12 @@ def heap_lists(recs, opts, mode: str):
             user,
             "transform(__c, p -> CAST(shiftright(p, 32) AS INT)) AS __c_items",
             "transform(__c, p -> p & 4294967295L) AS __c_hashes",
-        ).selectExpr(user, "__c_items", "size(array_distinct(__c_hashes)) < size(__c_hashes) AS __tied")
+        ).selectExpr(user, "__c_items", f"{has_repeats('__c_hashes')} AS __tied")
     else:
         candidates = recs.groupBy(F.col(user)).agg(
             F.expr(f"min_by({C.ITEM}, {C.ORDER}, {k + 1}) AS __c_items"),
             F.expr(f"min_by({C.ORDER}, {C.ORDER}, {k + 1}) AS __c_orders"),
-        ).selectExpr(user, "__c_items", "size(array_distinct(__c_orders)) < size(__c_orders) AS __tied")
+        ).selectExpr(user, "__c_items", f"{has_repeats('__c_orders')} AS __tied")
     if mode == "packed_shared":
         # An exchange of its own after the heap aggregation: both branches read it, so the
         # reduce-side heap merge runs once instead of once per branch (at the price of a shuffle).
@@ -118,9 +119,22 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--heaps", default="primitive,fallback,struct,packed", help="which heap variants to time")
     p.add_argument("--k", type=int, default=10, help="the cutoff of (b) and the heap variants ((d) stays at 10)")
+    p.add_argument(
+        "--make-tied-copy",
+        metavar="DIR",
+        help="write a copy of --data with scores rounded to 2 decimals (tie-heavy) to DIR, then stop",
+    )
     args = p.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = bench.session(bench.parse_args([]))
+    if args.make_tied_copy:
+        recs = spark.read.parquet(f"{args.data}/recs")
+        recs.selectExpr("user_id", "item_id", "round(score, 2) AS score").repartition(8).write.mode(
+            "overwrite"
+        ).parquet(f"{args.make_tied_copy}/recs")
+        spark.read.parquet(f"{args.data}/rel").write.mode("overwrite").parquet(f"{args.make_tied_copy}/rel")
+        spark.stop()
+        return 0
     import ndcg_spark
 
     paths = {"recs": f"{args.data}/recs", "rel": f"{args.data}/rel"}
