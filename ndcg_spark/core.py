@@ -197,9 +197,8 @@ def evaluate(
         relevance = guard_rows(relevance, "relevance", opts)
     recs = select_recommendations(recommendations, opts)
     rel = select_relevance(relevance, opts, item_type=recs.schema[ITEM].dataType)
-    ranked = recs.transform(with_position, opts).transform(filter_top_k, opts.largest_k)
     per_user = (
-        ranked.transform(recommendation_lists, opts)
+        recs.transform(top_k_lists, opts)
         .join(rel.transform(relevance_lists, opts), on=opts.user_col, how="full")
         .transform(with_gains, opts)
         .transform(with_cutoffs, opts)
@@ -353,6 +352,138 @@ def recommendation_lists(ranked: DataFrame, opts: EvaluationOptions) -> DataFram
             f"size({ITEMS}) - size(array_distinct({ITEMS})) AS {DUP_RECS}",
         )
     )
+
+
+def top_k_lists(recs: DataFrame, opts: EvaluationOptions) -> DataFrame:
+    """One row per user: the top-k recommended items in position order, and how many repeat.
+
+    By a bounded heap per user (:func:`heap_top_k_lists`) where :func:`can_use_heap` allows it,
+    else by the ``row_number()`` window (:func:`with_position`, :func:`filter_top_k`,
+    :func:`recommendation_lists`). Both give the same lists, element for element.
+    """
+    if can_use_heap(recs, opts):
+        return heap_top_k_lists(recs, opts)
+    return recs.transform(with_position, opts).transform(filter_top_k, opts.largest_k).transform(recommendation_lists, opts)
+
+
+#: Item types the heap packs next to a 32-bit hash in one long.
+HEAP_ITEM_TYPES = (T.IntegerType, T.ShortType, T.ByteType)
+#: ``min_by(x, y, k)`` (a bounded heap per group) came with Spark 4.2, for k up to 100,000.
+HEAP_MIN_SPARK = (4, 2)
+HEAP_MAX_K = 100_000
+
+
+def spark_version(df: DataFrame) -> tuple:
+    """(major, minor) of the Spark that runs ``df`` (the server's, under Spark Connect)."""
+    major, minor = df.sparkSession.version.split(".")[:2]
+    return int(major), int("".join(ch for ch in minor if ch.isdigit()) or 0)
+
+
+def can_use_heap(recs: DataFrame, opts: EvaluationOptions) -> bool:
+    """Whether :func:`heap_top_k_lists` serves these options and this input.
+
+    It needs ``top_k_method = "auto"``, Spark 4.2+, a finite k, the score (not a rank column,
+    whose repeated ranks the window path checks), ties broken by item (tie averaging needs
+    whole tied groups), and items of at most 32 bits.
+    """
+    return (
+        opts.top_k_method == "auto"
+        and opts.largest_k is not None
+        and opts.largest_k + 1 <= HEAP_MAX_K
+        and not opts.rank_col
+        and opts.ties == "item"
+        and isinstance(recs.schema[ITEM].dataType, HEAP_ITEM_TYPES)
+        and spark_version(recs) >= HEAP_MIN_SPARK
+    )
+
+
+HEAP_CANDIDATES = "__ndcg_heap_candidates"
+HEAP_UNSURE = "__ndcg_heap_unsure"
+
+
+def heap_unsure(candidates: str, k: int, opts: EvaluationOptions) -> str:
+    """True when a user's heap candidates may differ from the window's top k (see :func:`heap_top_k_lists`).
+
+    ``candidates`` holds up to k + 1 longs, item in the high and score hash in the low 32 bits,
+    in score order. Written element by element for k up to ``UNROLLED_CUTOFF_LIMIT`` (generated
+    code), with a higher-order function beyond.
+    """
+    later = ">" if opts.tie_break == "item_ascending" else "<"
+
+    def at(i: str) -> str:
+        return f"try_element_at({candidates}, {i})"
+
+    def misordered(i: str) -> str:
+        # Neighbours i and i + 1 (1-based) hash equal and are against the tie-break.
+        return (
+            f"(({at(i)} & 4294967295L) = ({at(f'{i} + 1')} & 4294967295L) "
+            f"AND shiftright({at(i)}, 32) {later} shiftright({at(f'{i} + 1')}, 32))"
+        )
+
+    tie_at_cut = f"({at(k)} & 4294967295L) = ({at(k + 1)} & 4294967295L)"
+    if k <= UNROLLED_CUTOFF_LIMIT:
+        inside = " OR ".join(misordered(str(i)) for i in range(1, k)) or "false"
+    else:
+        inside = f"exists(sequence(1, {k - 1}), i -> {misordered('i')})"
+    # try_element_at is null past the end: a short list has no tie at the cut, and no pair there.
+    return f"coalesce({tie_at_cut}, false) OR coalesce({inside}, false)"
+
+
+def heap_top_k_lists(recs: DataFrame, opts: EvaluationOptions) -> DataFrame:
+    """:func:`recommendation_lists` of the top k, found by a bounded heap per user.
+
+    ``min_by(value, order, k + 1)`` keeps each user's k + 1 best rows in a heap during a
+    sort-based aggregation whose sort is by the user alone, where the window sorts every row by
+    (user, score, item). Its result is ordered by score, but rows with equal scores come in
+    arrival order, which depends on the partitioning. So the value packs the item (high 32
+    bits) with a 32-bit hash of the score (equal scores hash equal; ``+ 0.0`` makes -0.0 hash as
+    0.0, which compares equal to it), and a user's heap list is kept only when it is provably
+    the window's list:
+
+    - the k-th and (k+1)-th candidates hash differently, so their scores differ and no row
+      left out of the heap ties with the last row kept; and
+    - every two neighbours among the first k that hash equal (a tie, or rarely a hash
+      collision between different scores) are already in tie-break order.
+
+    Any other user (one with a tie at the cut, or a tied pair in arrival order against the
+    tie-break) is recomputed from its rows by the window path: a broadcast semi-join on the
+    keys of those users. Continuous scores send next to no user there; scores rounded to a
+    few digits send most (``top_k_method = "window"`` is then faster).
+    """
+    k = int(opts.largest_k)
+    keys = [ident(c) for c in (*_recommendation_segments(opts, recs.columns), opts.user_col)]
+    item_type = recs.schema[ITEM].dataType.simpleString()
+    packed = f"shiftleft(CAST({ITEM} AS BIGINT), 32) | (CAST(hash({ORDER} + 0.0D) AS BIGINT) & 4294967295L)"
+    candidates = (
+        recs.selectExpr(*keys, f"{packed} AS {HEAP_CANDIDATES}", ORDER)
+        .groupBy(*[F.col(c) for c in keys])
+        .agg(F.expr(f"min_by({HEAP_CANDIDATES}, {ORDER}, {k + 1}) AS {HEAP_CANDIDATES}"))
+        .selectExpr(*keys, HEAP_CANDIDATES, f"{heap_unsure(HEAP_CANDIDATES, k, opts)} AS {HEAP_UNSURE}")
+    )
+    unpacked = f"transform(slice({HEAP_CANDIDATES}, 1, {k}), p -> CAST(shiftright(p, 32) AS {item_type}))"
+    sure = (
+        candidates.filter(f"NOT {HEAP_UNSURE}")
+        .selectExpr(*keys, f"{unpacked} AS {ITEMS}")
+        .selectExpr(*keys, ITEMS, f"size({ITEMS}) - size(array_distinct({ITEMS})) AS {DUP_RECS}")
+    )
+    # Reads the candidates too, so both branches keep the same aggregate and share its exchange.
+    unsure_keys = [f"__ndcg_unsure_{i}" for i in range(len(keys))]
+    unsure = candidates.filter(f"{HEAP_UNSURE} AND size({HEAP_CANDIDATES}) > 0").selectExpr(
+        *[f"{key} AS {alias}" for key, alias in zip(keys, unsure_keys)]
+    )
+    # <=> (null-safe, segments may be null) also infers no isnotnull filter that would make the
+    # two scans of the recommendations differ.
+    on = None
+    for key, alias in zip(keys, unsure_keys):
+        cond = F.col(key).eqNullSafe(F.col(alias))
+        on = cond if on is None else on & cond
+    windowed = (
+        recs.join(F.broadcast(unsure), on, "left_semi")
+        .transform(with_position, opts)
+        .transform(filter_top_k, k)
+        .transform(recommendation_lists, opts)
+    )
+    return sure.unionByName(windowed)
 
 
 def relevance_lists(rel: DataFrame, opts: EvaluationOptions) -> DataFrame:

@@ -31,6 +31,7 @@ CONFIDENCE_INTERVALS = ("normal", "bootstrap")
 LAYOUTS = ("rows", "array")
 ARRAY_RANKINGS = ("score", "order")
 INVALID_ROWS_POLICIES = ("error", "quarantine")
+TOP_K_METHODS = ("auto", "window")
 
 #: Spelling of the "whole list" cutoff in configs and flags (``k = None`` in Python).
 WHOLE_LIST = "all"
@@ -122,6 +123,13 @@ class EvaluationOptions:
         "'rows': one row per (user, item); 'array': one row per user with an array of structs in array_col "
         "(Spark ML ALSModel.recommendForAllUsers output), item_col and score_col naming the struct fields.",
         LAYOUTS,
+    )
+    top_k_method: str = _opt(
+        "auto",
+        "How each user's top k recommendations are found: 'auto' uses a bounded heap per user (Spark 4.2+, integer "
+        "items, finite k, no rank column, ties = 'item'; users whose k + 1 best scores may hold a tie go through the "
+        "window), else the row_number() window; 'window' always uses the window (faster when most users have tied scores).",
+        TOP_K_METHODS,
     )
     array_col: str = _opt("recommendations", "Array column of the 'array' layout.")
     array_ranking: str = _opt(
