@@ -6,7 +6,9 @@ per hit, or in the optional modes):
 
 1. Recommendations get a 1-based position per user from ``row_number()`` (score descending or
    rank ascending, then the item as the documented tie-break) and are cut at the largest k in a
-   window of their own, which Spark turns into a per-partition top-k before the shuffle.
+   window of their own, which Spark turns into a per-partition top-k before the shuffle. Where
+   it applies (:func:`can_use_heap`), a bounded heap per user (``min_by(x, y, k)``) finds the
+   same top k without sorting every row, and hands the users it cannot be sure of to the window.
 2. Each table is grouped per user into arrays of primitives: the ranked items (with their
    positions, to check the order), and the judged items with their relevance. The two are
    joined on the user key alone (full outer, so no user is lost).

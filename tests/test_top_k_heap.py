@@ -1,0 +1,167 @@
+"""The bounded-heap top-k gives the window's lists, element for element, and knows when it cannot."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import pytest
+from chispa import assert_df_equality
+
+from ndcg_spark import evaluate
+from ndcg_spark import core
+from ndcg_spark.options import EvaluationOptions
+
+
+def tie_heavy_recs(spark, item_type: str = "int", users: int = 60, seed: int = 7):
+    """Scores from a handful of values (ties everywhere, -0.0 next to 0.0), repeated items,
+    users shorter than k, and a segment column with a null."""
+    rng = random.Random(seed)
+    values = [1.0, 0.5, 0.5, 0.0, -0.0, -2.0, 3.25]
+    rows = []
+    for user in range(users):
+        length = rng.choice([1, 2, 5, 11, 12, 30])
+        for _ in range(length):
+            rows.append((user, rng.choice(["a", "b", None]), rng.randrange(0, 40), rng.choice(values)))
+    rows += [(users, "a", 5, 1.0), (users, "a", 5, 1.0), (users, "a", 5, 2.0)]  # the same item thrice
+    return spark.createDataFrame(rows, f"user_id int, model string, item_id {item_type}, score double")
+
+
+def lists_both_ways(recs, **options):
+    opts = EvaluationOptions.from_mapping(options)
+    selected = core.select_recommendations(recs, opts)
+    heap = core.top_k_lists(selected, opts)
+    window = core.top_k_lists(selected, replace(opts, top_k_method="window"))
+    return selected, opts, heap, window
+
+
+@pytest.mark.parametrize(
+    "k, tie_break",
+    [(1, "item_descending"), (3, "item_ascending"), (10, "item_descending"), (25, "item_ascending")],
+)
+def test_heap_lists_equal_the_window_lists(spark, k, tie_break):
+    recs = tie_heavy_recs(spark)
+    for partitions in (1, 5):
+        selected, opts, heap, window = lists_both_ways(recs.repartition(partitions), k=[k], tie_break=tie_break)
+        assert core.can_use_heap(selected, opts)
+        assert "min_by" in heap._jdf.queryExecution().executedPlan().toString()
+        expected = window.orderBy("user_id")
+        assert expected.count() == 61
+        assert_df_equality(heap.orderBy("user_id"), expected, ignore_nullable=True)
+
+
+def test_heap_lists_keep_segments_apart(spark):
+    recs = tie_heavy_recs(spark, users=30)
+    _, _, heap, window = lists_both_ways(recs, k=[4], group_by=["model"])
+    expected = window.orderBy("model", "user_id")
+    assert expected.filter("model IS NULL").count() > 0
+    assert_df_equality(heap.orderBy("model", "user_id"), expected, ignore_nullable=True)
+
+
+@pytest.mark.parametrize("item_type", ["smallint", "tinyint"])
+def test_heap_unpacks_narrow_item_types(spark, item_type):
+    recs = tie_heavy_recs(spark, item_type=item_type, users=20)
+    selected, opts, heap, window = lists_both_ways(recs, k=[5])
+    assert core.can_use_heap(selected, opts)
+    assert heap.schema[core.ITEMS].dataType.simpleString() == f"array<{item_type}>"
+    assert_df_equality(heap.orderBy("user_id"), window.orderBy("user_id"), ignore_nullable=True)
+
+
+def test_evaluation_is_the_same_bit_for_bit_with_heap_or_window(spark):
+    recs = tie_heavy_recs(spark).drop("model")
+    rng = random.Random(3)
+    rel = spark.createDataFrame(
+        [(u, i, float(rng.choice([0, 1, 2, 3]))) for u in range(0, 64, 2) for i in rng.sample(range(40), 6)],
+        "user_id int, item_id int, relevance double",
+    )
+    options = dict(k=[1, 3, 10, 25], companion_metrics=True, gain="exponential")
+    heap = evaluate(recs, rel, **options)
+    window = evaluate(recs, rel, top_k_method="window", **options)
+    assert_df_equality(heap.per_user.orderBy("user_id", "k"), window.per_user.orderBy("user_id", "k"))
+    assert_df_equality(heap.summary.orderBy("k"), window.summary.orderBy("k"))
+
+
+def candidates(spark, lists, k, tie_break="item_ascending"):
+    """heap_unsure over hand-made candidate lists of (item, hash) pairs."""
+    opts = EvaluationOptions.from_mapping({"k": [k], "tie_break": tie_break})
+    rows = [(n, [(item << 32) | h for item, h in pairs]) for n, pairs in enumerate(lists)]
+    df = spark.createDataFrame(rows, "n int, c array<bigint>")
+    flags = df.selectExpr("n", f"{core.heap_unsure('c', k, opts)} AS unsure").orderBy("n").collect()
+    return [row.unsure for row in flags]
+
+
+def test_heap_unsure_rule(spark):
+    lists = [
+        [(1, 10), (2, 20), (3, 30), (4, 40)],  # distinct scores
+        [(1, 10), (2, 20), (3, 30), (4, 30)],  # the k-th and (k+1)-th may tie: a row left out may tie too
+        [(1, 10), (2, 10), (3, 30), (4, 40)],  # a tie inside, already item ascending
+        [(2, 10), (1, 10), (3, 30), (4, 40)],  # a tie inside against the tie-break
+        [(2, 10), (2, 10), (3, 30), (4, 40)],  # the same item twice with one score: either order is the same
+        [(1, 10), (2, 20), (3, 30)],  # no (k+1)-th row: every row is in
+        [(5, 10)],  # one row
+        [],
+        [(-7, 10), (3, 10), (4, 40), (9, 50)],  # negative items unpack signed
+    ]
+    assert candidates(spark, lists, 3) == [False, True, False, True, False, False, False, False, False]
+    descending = candidates(spark, lists, 3, tie_break="item_descending")
+    assert descending == [False, True, True, False, False, False, False, False, True]
+
+
+def test_heap_unsure_rule_beyond_the_unrolled_limit(spark):
+    k = core.UNROLLED_CUTOFF_LIMIT + 5
+    distinct = [(i, i) for i in range(k + 1)]
+    tie_inside = [(i, i) for i in range(k + 1)]
+    tie_inside[k - 3], tie_inside[k - 2] = (k - 2, 999), (k - 3, 999)  # equal hashes, items descending
+    short = [(i, 7) for i in range(k)]  # all tied, in order, shorter than k + 1
+    tie_at_cut = [(i, i) for i in range(k - 1)] + [(k, 5000), (k + 1, 5000)]
+    assert candidates(spark, [distinct, tie_inside, short, tie_at_cut], k) == [False, True, False, True]
+
+
+def test_negative_zero_ties_with_zero(spark):
+    recs = spark.createDataFrame(
+        [(1, 9, -0.0), (1, 3, 0.0), (1, 5, 1.0), (1, 4, 0.0), (1, 2, -1.0)],
+        "user_id int, item_id int, score double",
+    )
+    _, _, heap, window = lists_both_ways(recs.coalesce(1), k=[2])
+    expected = spark.createDataFrame([(1, [5, 3], 0)], "user_id int, __ndcg_items array<int>, __ndcg_duplicate_recommendations int")
+    assert_df_equality(window, expected, ignore_nullable=True)
+    assert_df_equality(heap, expected, ignore_nullable=True)
+
+
+@pytest.mark.parametrize(
+    "options, item_type, version",
+    [
+        ({"k": [10]}, "int", (4, 2)),
+        ({"k": [10], "top_k_method": "window"}, "int", (4, 3)),
+        ({"k": [10]}, "string", (4, 3)),
+        ({"k": [10]}, "bigint", (4, 3)),
+        ({"k": [10, None]}, "int", (4, 3)),
+        ({"k": [99_999]}, "int", (4, 3)),
+        ({"k": [100_000]}, "int", (4, 3)),
+        ({"k": [10], "rank_col": "score"}, "int", (4, 3)),
+        ({"k": [10], "ties": "average"}, "int", (4, 3)),
+        ({"k": [10]}, "int", (4, 1)),
+    ],
+)
+def test_when_the_heap_is_used(spark, monkeypatch, options, item_type, version):
+    recs = spark.createDataFrame([(1, 1, 1.0)], "user_id int, item_id int, score double").selectExpr(
+        "user_id", f"CAST(item_id AS {item_type}) AS item_id", "score"
+    )
+    opts = EvaluationOptions.from_mapping(options)
+    selected = core.select_recommendations(recs, opts)
+    monkeypatch.setattr(core, "spark_version", lambda df: version)
+    expected = (
+        item_type == "int"
+        and version >= (4, 2)
+        and options.get("top_k_method", "auto") == "auto"
+        and None not in options["k"]
+        and max(options["k"]) < 100_000
+        and "rank_col" not in options
+        and "ties" not in options
+    )
+    assert core.can_use_heap(selected, opts) is expected
+
+
+def test_spark_version_reads_the_running_spark(spark):
+    major, minor = core.spark_version(spark.range(1))
+    assert (major, minor) == tuple(int(x) for x in spark.version.split(".")[:2])
