@@ -468,9 +468,8 @@ def heap_top_k_lists(recs: DataFrame, opts: EvaluationOptions) -> DataFrame:
         .selectExpr(*keys, f"{unpacked} AS {ITEMS}")
         .selectExpr(*keys, ITEMS, f"size({ITEMS}) - size(array_distinct({ITEMS})) AS {DUP_RECS}")
     )
-    # Reads the candidates too, so both branches keep the same aggregate and share its exchange.
     unsure_keys = [f"__ndcg_unsure_{i}" for i in range(len(keys))]
-    unsure = candidates.filter(f"{HEAP_UNSURE} AND size({HEAP_CANDIDATES}) > 0").selectExpr(
+    unsure = candidates.filter(HEAP_UNSURE).selectExpr(
         *[f"{key} AS {alias}" for key, alias in zip(keys, unsure_keys)]
     )
     # <=> (null-safe, segments may be null) also infers no isnotnull filter that would make the
