@@ -1,10 +1,10 @@
 """(b) with each way of finding the top k, against (d), in one Spark session.
 
-``evaluate`` finds each user's top k by a bounded heap where it can (``top_k_method = "auto"``,
-see the README's "How the top k is found") and by the ``row_number()`` window otherwise. This
-script times, on ``bench.py``'s data or any directory with ``recs/`` and ``rel/``, (b) with
-``top_k_method = "auto"``, the same with ``"window"``, and (d), round-robin after a warm-up, and
-prints medians, ratios to (d) and each run's mean NDCG (the two methods must agree).
+``evaluate`` finds each user's top k by the ``row_number()`` window (``top_k_method =
+"window"``, the default) or, where it applies, by a bounded heap (``"heap"``; see the README's
+"How the top k is found"). This script times, on ``bench.py``'s data or any directory with
+``recs/`` and ``rel/``, (b) with each method and (d), round-robin after a warm-up, and prints
+medians, ratios to (d) and each run's mean NDCG (the two methods must agree).
 
 Usage (after ``python benchmarks/bench.py`` has written the data)::
 
@@ -62,7 +62,7 @@ def main() -> int:
 
         return timed
 
-    variants = {"b_auto": run("auto"), "b_window": run("window"), "d": bench.make_variants(spark, paths)["d"]}
+    variants = {"b_heap": run("heap"), "b_window": run("window"), "d": bench.make_variants(spark, paths)["d"]}
     results = bench.time_variants(spark, variants, args.repeat, lambda m: print(m, flush=True))
     d = results["d"]
     for name, r in results.items():

@@ -6,9 +6,10 @@ per hit, or in the optional modes):
 
 1. Recommendations get a 1-based position per user from ``row_number()`` (score descending or
    rank ascending, then the item as the documented tie-break) and are cut at the largest k in a
-   window of their own, which Spark turns into a per-partition top-k before the shuffle. Where
-   it applies (:func:`can_use_heap`), a bounded heap per user (``min_by(x, y, k)``) finds the
-   same top k without sorting every row, and hands the users it cannot be sure of to the window.
+   window of their own, which Spark turns into a per-partition top-k before the shuffle. With
+   ``top_k_method = "heap"`` (:func:`can_use_heap`), a bounded heap per user (``min_by(x, y, k)``)
+   finds the same top k without sorting every row, and hands the users it cannot be sure of to
+   the window.
 2. Each table is grouped per user into arrays of primitives: the ranked items (with their
    positions, to check the order), and the judged items with their relevance. The two are
    joined on the user key alone (full outer, so no user is lost).
@@ -384,12 +385,12 @@ def spark_version(df: DataFrame) -> tuple:
 def can_use_heap(recs: DataFrame, opts: EvaluationOptions) -> bool:
     """Whether :func:`heap_top_k_lists` serves these options and this input.
 
-    It needs ``top_k_method = "auto"``, Spark 4.2+, a finite k, the score (not a rank column,
+    It needs ``top_k_method = "heap"``, Spark 4.2+, a finite k, the score (not a rank column,
     whose repeated ranks the window path checks), ties broken by item (tie averaging needs
     whole tied groups), and items of at most 32 bits.
     """
     return (
-        opts.top_k_method == "auto"
+        opts.top_k_method == "heap"
         and opts.largest_k is not None
         and opts.largest_k + 1 <= HEAP_MAX_K
         and not opts.rank_col
@@ -449,8 +450,9 @@ def heap_top_k_lists(recs: DataFrame, opts: EvaluationOptions) -> DataFrame:
 
     Any other user (one with a tie at the cut, or a tied pair in arrival order against the
     tie-break) is recomputed from its rows by the window path: a broadcast semi-join on the
-    keys of those users. Continuous scores send next to no user there; scores rounded to a
-    few digits send most (``top_k_method = "window"`` is then faster).
+    keys of those users (so the driver holds them). Continuous scores send next to no user
+    there; scores rounded to a few digits send most, which costs more than the window alone and
+    is why the heap is not the default.
     """
     k = int(opts.largest_k)
     keys = [ident(c) for c in (*_recommendation_segments(opts, recs.columns), opts.user_col)]

@@ -31,7 +31,7 @@ CONFIDENCE_INTERVALS = ("normal", "bootstrap")
 LAYOUTS = ("rows", "array")
 ARRAY_RANKINGS = ("score", "order")
 INVALID_ROWS_POLICIES = ("error", "quarantine")
-TOP_K_METHODS = ("auto", "window")
+TOP_K_METHODS = ("window", "heap")
 
 #: Spelling of the "whole list" cutoff in configs and flags (``k = None`` in Python).
 WHOLE_LIST = "all"
@@ -125,10 +125,11 @@ class EvaluationOptions:
         LAYOUTS,
     )
     top_k_method: str = _opt(
-        "auto",
-        "How each user's top k recommendations are found: 'auto' uses a bounded heap per user (Spark 4.2+, integer "
-        "items, finite k, no rank column, ties = 'item'; users whose k + 1 best scores may hold a tie go through the "
-        "window), else the row_number() window; 'window' always uses the window (faster when most users have tied scores).",
+        "window",
+        "How each user's top k recommendations are found: 'window' (row_number() over a sort of every row), or "
+        "'heap': a bounded heap per user where it applies (Spark 4.2+, integer items, finite k, no rank column, "
+        "ties = 'item'), about 15-25% less task CPU on continuous scores; users whose k + 1 best scores may hold a "
+        "tie are recomputed by the window, their keys broadcast through the driver (see the README).",
         TOP_K_METHODS,
     )
     array_col: str = _opt("recommendations", "Array column of the 'array' layout.")

@@ -28,7 +28,7 @@ def tie_heavy_recs(spark, item_type: str = "int", users: int = 60, seed: int = 7
 
 
 def lists_both_ways(recs, **options):
-    opts = EvaluationOptions.from_mapping(options)
+    opts = EvaluationOptions.from_mapping({"top_k_method": "heap", **options})
     selected = core.select_recommendations(recs, opts)
     heap = core.top_k_lists(selected, opts)
     window = core.top_k_lists(selected, replace(opts, top_k_method="window"))
@@ -75,8 +75,8 @@ def test_evaluation_is_the_same_bit_for_bit_with_heap_or_window(spark):
         "user_id int, item_id int, relevance double",
     )
     options = dict(k=[1, 3, 10, 25], companion_metrics=True, gain="exponential")
-    heap = evaluate(recs, rel, **options)
-    window = evaluate(recs, rel, top_k_method="window", **options)
+    heap = evaluate(recs, rel, top_k_method="heap", **options)
+    window = evaluate(recs, rel, **options)
     assert_df_equality(heap.per_user.orderBy("user_id", "k"), window.per_user.orderBy("user_id", "k"))
     assert_df_equality(heap.summary.orderBy("k"), window.summary.orderBy("k"))
 
@@ -133,6 +133,7 @@ def test_negative_zero_ties_with_zero(spark):
     [
         ({"k": [10]}, "int", (4, 2)),
         ({"k": [10], "top_k_method": "window"}, "int", (4, 3)),
+        ({"k": [10], "top_k_method": None}, "int", (4, 3)),
         ({"k": [10]}, "string", (4, 3)),
         ({"k": [10]}, "bigint", (4, 3)),
         ({"k": [10, None]}, "int", (4, 3)),
@@ -147,13 +148,16 @@ def test_when_the_heap_is_used(spark, monkeypatch, options, item_type, version):
     recs = spark.createDataFrame([(1, 1, 1.0)], "user_id int, item_id int, score double").selectExpr(
         "user_id", f"CAST(item_id AS {item_type}) AS item_id", "score"
     )
+    options = {"top_k_method": "heap", **options}
+    if options["top_k_method"] is None:
+        del options["top_k_method"]  # the default
     opts = EvaluationOptions.from_mapping(options)
     selected = core.select_recommendations(recs, opts)
     monkeypatch.setattr(core, "spark_version", lambda df: version)
     expected = (
         item_type == "int"
         and version >= (4, 2)
-        and options.get("top_k_method", "auto") == "auto"
+        and options.get("top_k_method") == "heap"
         and None not in options["k"]
         and max(options["k"]) < 100_000
         and "rank_col" not in options
