@@ -39,6 +39,7 @@ from ndcg_spark.functions import (
     gain,
     has_repeats,
     ident,
+    repeat_count,
     string_literal,
 )
 from ndcg_spark.options import EvaluationOptions
@@ -352,7 +353,7 @@ def recommendation_lists(ranked: DataFrame, opts: EvaluationOptions) -> DataFram
             *keys,
             f"{checked_items} AS {ITEMS}",
             *([ORDERS] if keep_order else []),
-            f"size({ITEMS}) - size(array_distinct({ITEMS})) AS {DUP_RECS}",
+            f"{repeat_count(ITEMS)} AS {DUP_RECS}",
         )
     )
 
@@ -366,6 +367,11 @@ def top_k_lists(recs: DataFrame, opts: EvaluationOptions) -> DataFrame:
     """
     if can_use_heap(recs, opts):
         return heap_top_k_lists(recs, opts)
+    return window_top_k_lists(recs, opts)
+
+
+def window_top_k_lists(recs: DataFrame, opts: EvaluationOptions) -> DataFrame:
+    """:func:`top_k_lists` by the ``row_number()`` window."""
     return recs.transform(with_position, opts).transform(filter_top_k, opts.largest_k).transform(recommendation_lists, opts)
 
 
@@ -468,7 +474,7 @@ def heap_top_k_lists(recs: DataFrame, opts: EvaluationOptions) -> DataFrame:
     sure = (
         candidates.filter(f"NOT {HEAP_UNSURE}")
         .selectExpr(*keys, f"{unpacked} AS {ITEMS}")
-        .selectExpr(*keys, ITEMS, f"size({ITEMS}) - size(array_distinct({ITEMS})) AS {DUP_RECS}")
+        .selectExpr(*keys, ITEMS, f"{repeat_count(ITEMS)} AS {DUP_RECS}")
     )
     unsure_keys = [f"__ndcg_unsure_{i}" for i in range(len(keys))]
     unsure = candidates.filter(HEAP_UNSURE).selectExpr(
@@ -480,12 +486,7 @@ def heap_top_k_lists(recs: DataFrame, opts: EvaluationOptions) -> DataFrame:
     for key, alias in zip(keys, unsure_keys):
         cond = F.col(key).eqNullSafe(F.col(alias))
         on = cond if on is None else on & cond
-    windowed = (
-        recs.join(F.broadcast(unsure), on, "left_semi")
-        .transform(with_position, opts)
-        .transform(filter_top_k, k)
-        .transform(recommendation_lists, opts)
-    )
+    windowed = recs.join(F.broadcast(unsure), on, "left_semi").transform(window_top_k_lists, opts)
     return sure.unionByName(windowed)
 
 
@@ -514,7 +515,7 @@ def relevance_lists(rel: DataFrame, opts: EvaluationOptions) -> DataFrame:
         n_repeats = f"{JUDGED_ROWS} - size({items})"
         checked_items = items
     else:
-        n_repeats = f"size({items}) - size(array_distinct({items}))"
+        n_repeats = repeat_count(items)
         message = string_literal(
             f"{INPUT_ERROR_TAG}: relevance table has more than one row for a ({opts.user_col}, "
             f"{opts.item_col}) pair, e.g. {opts.user_col}="

@@ -62,6 +62,11 @@ def has_repeats(values: str) -> str:
     return f"(size(array_distinct({values})) < size({values}))"
 
 
+def repeat_count(values: str) -> str:
+    """How many elements of an array repeat an earlier one."""
+    return f"(size({values}) - size(array_distinct({values})))"
+
+
 def first_occurrence_only(values: str, items: str) -> str:
     """Zero each value whose item already appeared earlier in ``items`` (same length as ``values``).
 

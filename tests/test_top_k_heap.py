@@ -164,8 +164,3 @@ def test_when_the_heap_is_used(spark, monkeypatch, options, item_type, version):
         and "ties" not in options
     )
     assert core.can_use_heap(selected, opts) is expected
-
-
-def test_spark_version_reads_the_running_spark(spark):
-    major, minor = core.spark_version(spark.range(1))
-    assert (major, minor) == tuple(int(x) for x in spark.version.split(".")[:2])
