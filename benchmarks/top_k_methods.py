@@ -62,6 +62,16 @@ def main() -> int:
 
         return timed
 
+    from ndcg_spark import core
+    from ndcg_spark.options import EvaluationOptions
+
+    opts = EvaluationOptions.from_mapping({"k": [args.k], "top_k_method": "heap"})
+    selected = core.select_recommendations(spark.read.parquet(paths["recs"]), opts)
+    flags = core.heap_candidates(selected, opts).selectExpr(
+        "count(1) AS users", f"count_if({core.HEAP_UNSURE}) AS unsure"
+    ).first()
+    print(f"users the heap hands to the window: {flags.unsure:,} of {flags.users:,}", flush=True)
+
     variants = {"b_heap": run("heap"), "b_window": run("window"), "d": bench.make_variants(spark, paths)["d"]}
     results = bench.time_variants(spark, variants, args.repeat, lambda m: print(m, flush=True))
     d = results["d"]

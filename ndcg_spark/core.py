@@ -438,6 +438,23 @@ def heap_unsure(candidates: str, k: int, opts: EvaluationOptions) -> str:
     return f"coalesce({tie_at_cut}, false) OR coalesce({inside}, false)"
 
 
+def _heap_keys(recs: DataFrame, opts: EvaluationOptions) -> list:
+    return [ident(c) for c in (*_recommendation_segments(opts, recs.columns), opts.user_col)]
+
+
+def heap_candidates(recs: DataFrame, opts: EvaluationOptions) -> DataFrame:
+    """Per user: the heap's k + 1 packed candidates and the ``HEAP_UNSURE`` flag (see :func:`heap_top_k_lists`)."""
+    k = int(opts.largest_k)
+    keys = _heap_keys(recs, opts)
+    packed = f"shiftleft(CAST({ITEM} AS BIGINT), 32) | (CAST(hash({ORDER} + 0.0D) AS BIGINT) & 4294967295L)"
+    return (
+        recs.selectExpr(*keys, f"{packed} AS {HEAP_CANDIDATES}", ORDER)
+        .groupBy(*[F.col(c) for c in keys])
+        .agg(F.expr(f"min_by({HEAP_CANDIDATES}, {ORDER}, {k + 1}) AS {HEAP_CANDIDATES}"))
+        .selectExpr(*keys, HEAP_CANDIDATES, f"{heap_unsure(HEAP_CANDIDATES, k, opts)} AS {HEAP_UNSURE}")
+    )
+
+
 def heap_top_k_lists(recs: DataFrame, opts: EvaluationOptions) -> DataFrame:
     """:func:`recommendation_lists` of the top k, found by a bounded heap per user.
 
@@ -461,15 +478,9 @@ def heap_top_k_lists(recs: DataFrame, opts: EvaluationOptions) -> DataFrame:
     is why the heap is not the default.
     """
     k = int(opts.largest_k)
-    keys = [ident(c) for c in (*_recommendation_segments(opts, recs.columns), opts.user_col)]
+    keys = _heap_keys(recs, opts)
     item_type = recs.schema[ITEM].dataType.simpleString()
-    packed = f"shiftleft(CAST({ITEM} AS BIGINT), 32) | (CAST(hash({ORDER} + 0.0D) AS BIGINT) & 4294967295L)"
-    candidates = (
-        recs.selectExpr(*keys, f"{packed} AS {HEAP_CANDIDATES}", ORDER)
-        .groupBy(*[F.col(c) for c in keys])
-        .agg(F.expr(f"min_by({HEAP_CANDIDATES}, {ORDER}, {k + 1}) AS {HEAP_CANDIDATES}"))
-        .selectExpr(*keys, HEAP_CANDIDATES, f"{heap_unsure(HEAP_CANDIDATES, k, opts)} AS {HEAP_UNSURE}")
-    )
+    candidates = heap_candidates(recs, opts)
     unpacked = f"transform(slice({HEAP_CANDIDATES}, 1, {k}), p -> CAST(shiftright(p, 32) AS {item_type}))"
     sure = (
         candidates.filter(f"NOT {HEAP_UNSURE}")
