@@ -408,34 +408,35 @@ def can_use_heap(recs: DataFrame, opts: EvaluationOptions) -> bool:
 
 HEAP_CANDIDATES = "__ndcg_heap_candidates"
 HEAP_UNSURE = "__ndcg_heap_unsure"
+#: The users the heap hands to the window travel as a bitmap of 2^HEAP_BITMAP_BITS bits (at most
+#: 65,536 rows of 64-bit masks, about 1.5 MB, broadcast): bounded, however many users are handed.
+HEAP_BITMAP_BITS = 22
+HEAP_BITMAP_HI, HEAP_BITMAP_MASK = "__ndcg_bitmap_hi", "__ndcg_bitmap_mask"
 
 
 def heap_unsure(candidates: str, k: int, opts: EvaluationOptions) -> str:
     """True when a user's heap candidates may differ from the window's top k (see :func:`heap_top_k_lists`).
 
     ``candidates`` holds up to k + 1 longs, item in the high and score hash in the low 32 bits,
-    in score order. Written element by element for k up to ``UNROLLED_CUTOFF_LIMIT`` (generated
-    code), with a higher-order function beyond.
+    in score order. The flag reads the hashes only, never the items: rows with equal scores
+    reach the heap in an order that may change from one run (or one merge of the partial heaps)
+    to the next, and so do their items, but the k + 1 best scores and their hashes do not. Written
+    element by element for k up to ``UNROLLED_CUTOFF_LIMIT`` (generated code), with a higher-order
+    function beyond. ``opts`` is unused; kept so every top-k helper takes the options.
     """
-    later = ">" if opts.tie_break == "item_ascending" else "<"
 
-    def at(i: str) -> str:
-        return f"try_element_at({candidates}, {i})"
+    def hashed(i: str) -> str:
+        return f"(try_element_at({candidates}, {i}) & 4294967295L)"
 
-    def misordered(i: str) -> str:
-        # Neighbours i and i + 1 (1-based) hash equal and are against the tie-break.
-        return (
-            f"(({at(i)} & 4294967295L) = ({at(f'{i} + 1')} & 4294967295L) "
-            f"AND shiftright({at(i)}, 32) {later} shiftright({at(f'{i} + 1')}, 32))"
-        )
+    def equal(i: str) -> str:
+        return f"({hashed(i)} = {hashed(f'{i} + 1')})"
 
-    tie_at_cut = f"({at(k)} & 4294967295L) = ({at(k + 1)} & 4294967295L)"
     if k <= UNROLLED_CUTOFF_LIMIT:
-        inside = " OR ".join(misordered(str(i)) for i in range(1, k)) or "false"
+        inside = " OR ".join(equal(str(i)) for i in range(1, k)) or "false"
     else:
-        inside = f"exists(sequence(1, {k - 1}), i -> {misordered('i')})"
+        inside = f"exists(sequence(1, {k - 1}), i -> {equal('i')})"
     # try_element_at is null past the end: a short list has no tie at the cut, and no pair there.
-    return f"coalesce({tie_at_cut}, false) OR coalesce({inside}, false)"
+    return f"coalesce({equal(str(k))}, false) OR coalesce({inside}, false)"
 
 
 def _heap_keys(recs: DataFrame, opts: EvaluationOptions) -> list:
@@ -455,6 +456,33 @@ def heap_candidates(recs: DataFrame, opts: EvaluationOptions) -> DataFrame:
     )
 
 
+def _heap_bucket(keys: list) -> str:
+    return f"pmod(xxhash64({', '.join(keys)}), {1 << HEAP_BITMAP_BITS})"
+
+
+def unsure_bitmap(candidates: DataFrame, keys: list) -> DataFrame:
+    """The flagged users as a bitmap: one row per 64 buckets of the keys' hash, with a mask of the set ones."""
+    bucket = _heap_bucket(keys)
+    return (
+        candidates.filter(HEAP_UNSURE)
+        .selectExpr(f"shiftright({bucket}, 6) AS {HEAP_BITMAP_HI}", f"shiftleft(1L, CAST({bucket} & 63 AS INT)) AS __ndcg_bit")
+        .groupBy(HEAP_BITMAP_HI)
+        .agg(F.expr(f"bit_or(__ndcg_bit) AS {HEAP_BITMAP_MASK}"))
+    )
+
+
+def in_bitmap(keys: list) -> Column:
+    """Join condition: the row's user falls in a set bucket of :func:`unsure_bitmap`."""
+    bucket = _heap_bucket(keys)
+    # <=> (null-safe, never true for the null it cannot meet) so that Spark infers no isnotnull
+    # filter that, pushed below the heap aggregation, would make its two uses differ and be
+    # computed twice instead of reusing one shuffle.
+    return F.expr(
+        f"shiftright({bucket}, 6) <=> {HEAP_BITMAP_HI} "
+        f"AND (shiftright({HEAP_BITMAP_MASK}, CAST({bucket} & 63 AS INT)) & 1L) = 1L"
+    )
+
+
 def heap_top_k_lists(recs: DataFrame, opts: EvaluationOptions) -> DataFrame:
     """:func:`recommendation_lists` of the top k, found by a bounded heap per user.
 
@@ -464,40 +492,30 @@ def heap_top_k_lists(recs: DataFrame, opts: EvaluationOptions) -> DataFrame:
     arrival order, which depends on the partitioning. So the value packs the item (high 32
     bits) with a 32-bit hash of the score (equal scores hash equal; ``+ 0.0`` makes -0.0 hash as
     0.0, which compares equal to it), and a user's heap list is kept only when it is provably
-    the window's list:
+    the window's list: no two neighbours among its k + 1 candidates hash equal, so its k best
+    scores are distinct and the k-th is strictly better than any row left out. The rule reads
+    the hashes only, so it flags the same users whatever order equal scores arrived in.
 
-    - the k-th and (k+1)-th candidates hash differently, so their scores differ and no row
-      left out of the heap ties with the last row kept; and
-    - every two neighbours among the first k that hash equal (a tie, or rarely a hash
-      collision between different scores) are already in tie-break order.
-
-    Any other user (one with a tie at the cut, or a tied pair in arrival order against the
-    tie-break) is recomputed from its rows by the window path: a broadcast semi-join on the
-    keys of those users (so the driver holds them). Continuous scores send next to no user
-    there; scores rounded to a few digits send most, which costs more than the window alone and
-    is why the heap is not the default.
+    Any other user (one with a tie, or rarely a hash collision, among its k + 1 best scores) is
+    recomputed from its rows by the window path. Those users travel as a bitmap of hashed keys
+    (:func:`unsure_bitmap`, at most 2^22 bits whatever their number) broadcast to both sides: a
+    user whose bucket is set takes the window, any other keeps its heap list, so a user sharing a
+    bucket with a flagged one is merely recomputed. Continuous scores flag next to no user;
+    scores rounded to a few digits flag most, which costs more than the window alone and is why
+    the heap is not the default.
     """
     k = int(opts.largest_k)
     keys = _heap_keys(recs, opts)
     item_type = recs.schema[ITEM].dataType.simpleString()
     candidates = heap_candidates(recs, opts)
+    bitmap = F.broadcast(unsure_bitmap(candidates, keys))
     unpacked = f"transform(slice({HEAP_CANDIDATES}, 1, {k}), p -> CAST(shiftright(p, 32) AS {item_type}))"
     sure = (
-        candidates.filter(f"NOT {HEAP_UNSURE}")
+        candidates.join(bitmap, in_bitmap(keys), "left_anti")
         .selectExpr(*keys, f"{unpacked} AS {ITEMS}")
         .selectExpr(*keys, ITEMS, f"{repeat_count(ITEMS)} AS {DUP_RECS}")
     )
-    unsure_keys = [f"__ndcg_unsure_{i}" for i in range(len(keys))]
-    unsure = candidates.filter(HEAP_UNSURE).selectExpr(
-        *[f"{key} AS {alias}" for key, alias in zip(keys, unsure_keys)]
-    )
-    # <=> (null-safe, segments may be null) also infers no isnotnull filter that would make the
-    # two scans of the recommendations differ.
-    on = None
-    for key, alias in zip(keys, unsure_keys):
-        cond = F.col(key).eqNullSafe(F.col(alias))
-        on = cond if on is None else on & cond
-    windowed = recs.join(F.broadcast(unsure), on, "left_semi").transform(window_top_k_lists, opts)
+    windowed = recs.join(bitmap, in_bitmap(keys), "left_semi").transform(window_top_k_lists, opts)
     return sure.unionByName(windowed)
 
 

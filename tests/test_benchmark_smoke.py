@@ -38,3 +38,26 @@ def test_benchmark_script_runs_and_prints_ratios(tmp_path):
     # The floor saw every generated row and user; the metric is non-trivial on this data.
     assert "users=200 recommended=2000 judged=1000" in results["results"]["a"]["check"]
     assert "ndcg@10=0.0000" not in results["results"]["b"]["check"]
+
+
+TOP_K_METHODS = BENCH.parent / "top_k_methods.py"
+
+
+def test_top_k_methods_script_runs_and_both_methods_agree(spark, tmp_path):
+    # Scores from four values: ties everywhere, so the heap hands users to the window.
+    recs = spark.range(0, 1200).selectExpr(
+        "CAST(id % 100 AS INT) AS user_id", "CAST(id AS INT) AS item_id", "CAST(id * 7 % 4 AS DOUBLE) / 4 AS score"
+    )
+    rel = recs.filter("item_id % 3 = 0").selectExpr("user_id", "item_id", "CAST(item_id % 5 AS DOUBLE) AS relevance")
+    recs.repartition(3).write.parquet(str(tmp_path / "recs"))
+    rel.write.parquet(str(tmp_path / "rel"))
+    cmd = [sys.executable, str(TOP_K_METHODS), "--data", str(tmp_path), "--repeat", "1", "--driver-memory", "1g"]
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}"
+
+    lines = proc.stdout.splitlines()
+    assert "users the heap flags: 100 of 100; users it hands to the window (those and any sharing their bitmap bucket): 100" in lines
+    checks = {line.split()[0]: line.split()[-2:] for line in lines if line.split()[:1] in (["b_heap"], ["b_window"], ["d"])}
+    assert set(checks) == {"b_heap", "b_window", "d"}
+    assert checks["b_heap"] == checks["b_window"] and checks["b_heap"][1] == "users=100"

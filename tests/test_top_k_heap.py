@@ -94,27 +94,69 @@ def test_heap_unsure_rule(spark):
     lists = [
         [(1, 10), (2, 20), (3, 30), (4, 40)],  # distinct scores
         [(1, 10), (2, 20), (3, 30), (4, 30)],  # the k-th and (k+1)-th may tie: a row left out may tie too
-        [(1, 10), (2, 10), (3, 30), (4, 40)],  # a tie inside, already item ascending
-        [(2, 10), (1, 10), (3, 30), (4, 40)],  # a tie inside against the tie-break
-        [(2, 10), (2, 10), (3, 30), (4, 40)],  # the same item twice with one score: either order is the same
+        [(1, 10), (2, 10), (3, 30), (4, 40)],  # a tie inside, item ascending this time
+        [(2, 10), (1, 10), (3, 30), (4, 40)],  # the same tie, items the other way round
+        [(2, 10), (2, 10), (3, 30), (4, 40)],  # the same item twice with one score
         [(1, 10), (2, 20), (3, 30)],  # no (k+1)-th row: every row is in
         [(5, 10)],  # one row
         [],
-        [(-7, 10), (3, 10), (4, 40), (9, 50)],  # negative items unpack signed
+        [(-7, 10), (3, 10), (4, 40), (9, 50)],  # negative items
+        [(1, 10), (2, 20), (3, 10), (4, 40)],  # equal hashes, not neighbours: different scores
     ]
-    assert candidates(spark, lists, 3) == [False, True, False, True, False, False, False, False, False]
-    descending = candidates(spark, lists, 3, tie_break="item_descending")
-    assert descending == [False, True, True, False, False, False, False, False, True]
+    expected = [False, True, True, True, True, False, False, False, True, False]
+    assert candidates(spark, lists, 3) == expected
+    assert candidates(spark, lists, 3, tie_break="item_descending") == expected
+
+
+def test_heap_unsure_rule_ignores_the_order_ties_arrive_in(spark):
+    """Equal scores reach the heap in any order (and two merges of the partial heaps may see two
+    orders), so the flag must not depend on the items of a tied run, only on the hashes."""
+    rng = random.Random(11)
+    lists, shuffled = [], []
+    for _ in range(40):
+        hashes = sorted(rng.choice([1, 2, 3, 4, 5, 6]) for _ in range(rng.randrange(0, 7)))
+        pairs = [(rng.randrange(-5, 50), h) for h in hashes]
+        lists.append(pairs)
+        runs = {}
+        for item, h in pairs:
+            runs.setdefault(h, []).append(item)
+        for items in runs.values():
+            rng.shuffle(items)
+        shuffled.append([(item, h) for h in sorted(runs) for item in runs[h]])
+    assert any(a != b for a, b in zip(lists, shuffled))
+    assert candidates(spark, lists, 4) == candidates(spark, shuffled, 4)
+    assert True in candidates(spark, lists, 4) and False in candidates(spark, lists, 4)
 
 
 def test_heap_unsure_rule_beyond_the_unrolled_limit(spark):
     k = core.UNROLLED_CUTOFF_LIMIT + 5
     distinct = [(i, i) for i in range(k + 1)]
     tie_inside = [(i, i) for i in range(k + 1)]
-    tie_inside[k - 3], tie_inside[k - 2] = (k - 2, 999), (k - 3, 999)  # equal hashes, items descending
-    short = [(i, 7) for i in range(k)]  # all tied, in order, shorter than k + 1
+    tie_inside[k - 3], tie_inside[k - 2] = (k - 3, 999), (k - 2, 999)  # equal hashes, items in order
+    short = [(i, i) for i in range(k)]  # shorter than k + 1, distinct
     tie_at_cut = [(i, i) for i in range(k - 1)] + [(k, 5000), (k + 1, 5000)]
     assert candidates(spark, [distinct, tie_inside, short, tie_at_cut], k) == [False, True, False, True]
+
+
+def test_users_sharing_a_bucket_with_a_flagged_user_take_the_window(spark, monkeypatch):
+    """The flagged users travel as a bitmap of hashed keys; with 64 buckets, users of the flagged
+    user's bucket are recomputed by the window too, and every list is still the window's."""
+    monkeypatch.setattr(core, "HEAP_BITMAP_BITS", 6)
+    rng = random.Random(5)
+    rows = [(u, i, rng.random()) for u in range(300) for i in rng.sample(range(100), 8)]
+    rows += [(300, i, 0.5) for i in (9, 3, 7, 1)]  # one user with a four-way tie
+    recs = spark.createDataFrame(rows, "user_id int, item_id int, score double")
+    selected, opts, heap, window = lists_both_ways(recs.repartition(3), k=[3])
+    keys = core._heap_keys(selected, opts)
+    candidates_df = core.heap_candidates(selected, opts)
+    assert candidates_df.filter(core.HEAP_UNSURE).count() == 1
+    bitmap = core.unsure_bitmap(candidates_df, keys)
+    handed = candidates_df.join(bitmap, core.in_bitmap(keys), "left_semi").count()
+    assert handed > 1
+    assert "bit_or" in heap._jdf.queryExecution().executedPlan().toString()
+    expected = window.orderBy("user_id")
+    assert expected.filter("user_id = 300").first()[core.ITEMS] == [1, 3, 7]
+    assert_df_equality(heap.orderBy("user_id"), expected, ignore_nullable=True)
 
 
 def test_negative_zero_ties_with_zero(spark):
