@@ -38,6 +38,7 @@ def main() -> int:
         metavar="DIR",
         help="write a copy of --data with scores rounded to 2 decimals (tie-heavy) to DIR, then stop",
     )
+    p.add_argument("--warmup", type=int, default=1, help="untimed runs of each variant first")
     p.add_argument("--driver-memory", default="4g", help="as bench.py's (its heap is fixed at that size)")
     args = p.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -83,7 +84,7 @@ def main() -> int:
     )
 
     variants = {"b_heap": run("heap"), "b_window": run("window"), "d": bench.make_variants(spark, paths)["d"]}
-    results = bench.time_variants(spark, variants, args.repeat, lambda m: print(m, flush=True))
+    results = bench.time_variants(spark, variants, args.repeat, lambda m: print(m, flush=True), warmup=args.warmup)
     d = results["d"]
     for name, r in results.items():
         print(

@@ -51,7 +51,7 @@ def test_top_k_methods_script_runs_and_both_methods_agree(spark, tmp_path):
     rel = recs.filter("item_id % 3 = 0").selectExpr("user_id", "item_id", "CAST(item_id % 5 AS DOUBLE) AS relevance")
     recs.repartition(3).write.parquet(str(tmp_path / "recs"))
     rel.write.parquet(str(tmp_path / "rel"))
-    cmd = [sys.executable, str(TOP_K_METHODS), "--data", str(tmp_path), "--repeat", "1", "--driver-memory", "1g"]
+    cmd = [sys.executable, str(TOP_K_METHODS), "--data", str(tmp_path), "--repeat", "1", "--warmup", "0", "--driver-memory", "1g"]
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}"
