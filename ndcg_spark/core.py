@@ -414,7 +414,7 @@ HEAP_BITMAP_BITS = 22
 HEAP_BITMAP_HI, HEAP_BITMAP_MASK = "__ndcg_bitmap_hi", "__ndcg_bitmap_mask"
 
 
-def heap_unsure(candidates: str, k: int, opts: EvaluationOptions) -> str:
+def heap_unsure(candidates: str, k: int) -> str:
     """True when a user's heap candidates may differ from the window's top k (see :func:`heap_top_k_lists`).
 
     ``candidates`` holds up to k + 1 longs, item in the high and score hash in the low 32 bits,
@@ -422,7 +422,7 @@ def heap_unsure(candidates: str, k: int, opts: EvaluationOptions) -> str:
     reach the heap in an order that may change from one run (or one merge of the partial heaps)
     to the next, and so do their items, but the k + 1 best scores and their hashes do not. Written
     element by element for k up to ``UNROLLED_CUTOFF_LIMIT`` (generated code), with a higher-order
-    function beyond. ``opts`` is unused; kept so every top-k helper takes the options.
+    function beyond.
     """
 
     def hashed(i: str) -> str:
@@ -452,7 +452,7 @@ def heap_candidates(recs: DataFrame, opts: EvaluationOptions) -> DataFrame:
         recs.selectExpr(*keys, f"{packed} AS {HEAP_CANDIDATES}", ORDER)
         .groupBy(*[F.col(c) for c in keys])
         .agg(F.expr(f"min_by({HEAP_CANDIDATES}, {ORDER}, {k + 1}) AS {HEAP_CANDIDATES}"))
-        .selectExpr(*keys, HEAP_CANDIDATES, f"{heap_unsure(HEAP_CANDIDATES, k, opts)} AS {HEAP_UNSURE}")
+        .selectExpr(*keys, HEAP_CANDIDATES, f"{heap_unsure(HEAP_CANDIDATES, k)} AS {HEAP_UNSURE}")
     )
 
 
@@ -474,9 +474,9 @@ def unsure_bitmap(candidates: DataFrame, keys: list) -> DataFrame:
 def in_bitmap(keys: list) -> Column:
     """Join condition: the row's user falls in a set bucket of :func:`unsure_bitmap`."""
     bucket = _heap_bucket(keys)
-    # <=> (null-safe, never true for the null it cannot meet) so that Spark infers no isnotnull
-    # filter that, pushed below the heap aggregation, would make its two uses differ and be
-    # computed twice instead of reusing one shuffle.
+    # Neither side is ever null (xxhash64 hashes nulls too), so <=> means = here; but Spark infers
+    # no isnotnull filter from <=>. Such a filter, pushed below the heap aggregation, would make
+    # the aggregation's two uses differ, and it would run twice instead of sharing one shuffle.
     return F.expr(
         f"shiftright({bucket}, 6) <=> {HEAP_BITMAP_HI} "
         f"AND (shiftright({HEAP_BITMAP_MASK}, CAST({bucket} & 63 AS INT)) & 1L) = 1L"

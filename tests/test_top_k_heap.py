@@ -81,12 +81,11 @@ def test_evaluation_is_the_same_bit_for_bit_with_heap_or_window(spark):
     assert_df_equality(heap.summary.orderBy("k"), window.summary.orderBy("k"))
 
 
-def candidates(spark, lists, k, tie_break="item_ascending"):
+def candidates(spark, lists, k):
     """heap_unsure over hand-made candidate lists of (item, hash) pairs."""
-    opts = EvaluationOptions.from_mapping({"k": [k], "tie_break": tie_break})
     rows = [(n, [(item << 32) | h for item, h in pairs]) for n, pairs in enumerate(lists)]
     df = spark.createDataFrame(rows, "n int, c array<bigint>")
-    flags = df.selectExpr("n", f"{core.heap_unsure('c', k, opts)} AS unsure").orderBy("n").collect()
+    flags = df.selectExpr("n", f"{core.heap_unsure('c', k)} AS unsure").orderBy("n").collect()
     return [row.unsure for row in flags]
 
 
@@ -103,9 +102,7 @@ def test_heap_unsure_rule(spark):
         [(-7, 10), (3, 10), (4, 40), (9, 50)],  # negative items
         [(1, 10), (2, 20), (3, 10), (4, 40)],  # equal hashes, not neighbours: different scores
     ]
-    expected = [False, True, True, True, True, False, False, False, True, False]
-    assert candidates(spark, lists, 3) == expected
-    assert candidates(spark, lists, 3, tie_break="item_descending") == expected
+    assert candidates(spark, lists, 3) == [False, True, True, True, True, False, False, False, True, False]
 
 
 def test_heap_unsure_rule_ignores_the_order_ties_arrive_in(spark):
