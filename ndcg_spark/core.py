@@ -439,14 +439,15 @@ def heap_unsure(candidates: str, k: int) -> str:
     return f"coalesce({equal(str(k))}, false) OR coalesce({inside}, false)"
 
 
-def _heap_keys(recs: DataFrame, opts: EvaluationOptions) -> list:
+def heap_keys(recs: DataFrame, opts: EvaluationOptions) -> list:
+    """The per-user grouping keys of the heap (segment columns of the recommendations, then the user), quoted."""
     return [ident(c) for c in (*_recommendation_segments(opts, recs.columns), opts.user_col)]
 
 
 def heap_candidates(recs: DataFrame, opts: EvaluationOptions) -> DataFrame:
     """Per user: the heap's k + 1 packed candidates and the ``HEAP_UNSURE`` flag (see :func:`heap_top_k_lists`)."""
     k = int(opts.largest_k)
-    keys = _heap_keys(recs, opts)
+    keys = heap_keys(recs, opts)
     packed = f"shiftleft(CAST({ITEM} AS BIGINT), 32) | (CAST(hash({ORDER} + 0.0D) AS BIGINT) & 4294967295L)"
     return (
         recs.selectExpr(*keys, f"{packed} AS {HEAP_CANDIDATES}", ORDER)
@@ -505,7 +506,7 @@ def heap_top_k_lists(recs: DataFrame, opts: EvaluationOptions) -> DataFrame:
     the heap is not the default.
     """
     k = int(opts.largest_k)
-    keys = _heap_keys(recs, opts)
+    keys = heap_keys(recs, opts)
     item_type = recs.schema[ITEM].dataType.simpleString()
     candidates = heap_candidates(recs, opts)
     bitmap = F.broadcast(unsure_bitmap(candidates, keys))
