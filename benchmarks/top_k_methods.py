@@ -70,7 +70,7 @@ def main() -> int:
     opts = EvaluationOptions.from_mapping({"k": [args.k], "top_k_method": "heap"})
     selected = core.select_recommendations(spark.read.parquet(paths["recs"]), opts)
     candidates = core.heap_candidates(selected, opts)
-    keys = core.heap_keys(selected, opts)
+    keys = core.user_keys(selected, opts)
     bitmap = core.unsure_bitmap(candidates, keys)
     counts = candidates.join(bitmap, core.in_bitmap(keys), "left").selectExpr(
         "count(1) AS users",

@@ -260,6 +260,11 @@ def _recommendation_segments(opts: EvaluationOptions, recs_columns) -> list:
     return [c for c in opts.group_by if c in recs_columns]
 
 
+def user_keys(df: DataFrame, opts: EvaluationOptions) -> list:
+    """A user's key in ``df``, quoted: the segment columns of the recommendations it holds, then the user."""
+    return [ident(c) for c in (*_recommendation_segments(opts, df.columns), opts.user_col)]
+
+
 def select_recommendations(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
     """Narrow the recommendations to user, item and the ordering key (smaller ranks first)."""
     if opts.rank_col:
@@ -302,7 +307,7 @@ def with_position(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
     per-partition WindowGroupLimit.
     """
     item_order = "ASC" if opts.tie_break == "item_ascending" else "DESC"
-    by_user = "PARTITION BY " + ", ".join(ident(c) for c in (*_recommendation_segments(opts, df.columns), opts.user_col))
+    by_user = "PARTITION BY " + ", ".join(user_keys(df, opts))
     columns = [f"row_number() OVER ({by_user} ORDER BY {ORDER} ASC NULLS LAST, {ITEM} {item_order}) AS {POSITION}"]
     if opts.ties == "average":
         # rank() over the score alone keeps a whole tied group at the cutoff: its mean gain needs every member.
@@ -344,7 +349,7 @@ def recommendation_lists(ranked: DataFrame, opts: EvaluationOptions) -> DataFram
         )
         error = f"raise_error(concat({message}, CAST({ident(opts.user_col)} AS STRING)))"
         checked_items = f"CASE WHEN {has_repeats(ORDERS)} THEN {error} ELSE {ITEMS} END"
-    keys = [ident(c) for c in (*_recommendation_segments(opts, ranked.columns), opts.user_col)]
+    keys = user_keys(ranked, opts)
     return (
         ranked.groupBy(*[F.col(c) for c in keys])
         .agg(*collected)
@@ -439,15 +444,10 @@ def heap_unsure(candidates: str, k: int) -> str:
     return f"coalesce({equal(str(k))}, false) OR coalesce({inside}, false)"
 
 
-def heap_keys(recs: DataFrame, opts: EvaluationOptions) -> list:
-    """The per-user grouping keys of the heap (segment columns of the recommendations, then the user), quoted."""
-    return [ident(c) for c in (*_recommendation_segments(opts, recs.columns), opts.user_col)]
-
-
 def heap_candidates(recs: DataFrame, opts: EvaluationOptions) -> DataFrame:
     """Per user: the heap's k + 1 packed candidates and the ``HEAP_UNSURE`` flag (see :func:`heap_top_k_lists`)."""
     k = int(opts.largest_k)
-    keys = heap_keys(recs, opts)
+    keys = user_keys(recs, opts)
     packed = f"shiftleft(CAST({ITEM} AS BIGINT), 32) | (CAST(hash({ORDER} + 0.0D) AS BIGINT) & 4294967295L)"
     return (
         recs.selectExpr(*keys, f"{packed} AS {HEAP_CANDIDATES}", ORDER)
@@ -506,7 +506,7 @@ def heap_top_k_lists(recs: DataFrame, opts: EvaluationOptions) -> DataFrame:
     the heap is not the default.
     """
     k = int(opts.largest_k)
-    keys = heap_keys(recs, opts)
+    keys = user_keys(recs, opts)
     item_type = recs.schema[ITEM].dataType.simpleString()
     candidates = heap_candidates(recs, opts)
     bitmap = F.broadcast(unsure_bitmap(candidates, keys))
@@ -599,7 +599,7 @@ def with_gains(joined: DataFrame, opts: EvaluationOptions) -> DataFrame:
             f"filter(transform({hits}, (h_h, h_i) -> CASE WHEN h_h > 0 THEN h_i + 1 END), h_p -> h_p IS NOT NULL) AS {HITS}",
             f"coalesce({N_REL_BINARY}, 0) AS {N_REL_BINARY}",
         ]
-    keys = [ident(c) for c in (*_recommendation_segments(opts, joined.columns), opts.user_col)]
+    keys = user_keys(joined, opts)
     empty_items = f"CAST(array() AS {joined.schema[ITEMS].dataType.simpleString()})"
     return joined.selectExpr(
         *keys,

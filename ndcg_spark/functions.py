@@ -57,14 +57,14 @@ def array_size(values: str) -> str:
     return f"(CASE WHEN {values} IS NULL THEN 0 ELSE size({values}) END)"
 
 
-def has_repeats(values: str) -> str:
-    """True when an array holds some value more than once."""
-    return f"(size(array_distinct({values})) < size({values}))"
-
-
 def repeat_count(values: str) -> str:
     """How many elements of an array repeat an earlier one."""
     return f"(size({values}) - size(array_distinct({values})))"
+
+
+def has_repeats(values: str) -> str:
+    """True when an array holds some value more than once."""
+    return f"({repeat_count(values)} > 0)"
 
 
 def first_occurrence_only(values: str, items: str) -> str:

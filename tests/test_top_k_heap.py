@@ -144,7 +144,7 @@ def test_users_sharing_a_bucket_with_a_flagged_user_take_the_window(spark, monke
     rows += [(300, i, 0.5) for i in (9, 3, 7, 1)]  # one user with a four-way tie
     recs = spark.createDataFrame(rows, "user_id int, item_id int, score double")
     selected, opts, heap, window = lists_both_ways(recs.repartition(3), k=[3])
-    keys = core.heap_keys(selected, opts)
+    keys = core.user_keys(selected, opts)
     candidates_df = core.heap_candidates(selected, opts)
     assert candidates_df.filter(core.HEAP_UNSURE).count() == 1
     bitmap = core.unsure_bitmap(candidates_df, keys)
