@@ -39,6 +39,7 @@ from ndcg_spark.functions import (
     gain,
     has_repeats,
     ident,
+    is_first_occurrence,
     repeat_count,
     string_literal,
 )
@@ -588,12 +589,16 @@ def with_gains(joined: DataFrame, opts: EvaluationOptions) -> DataFrame:
         # Tied rows past the largest k were kept for their gains only; they are not recommendations.
         n = f"least({n}, {int(opts.largest_k)})"
     extra = []
+    # recommendation_lists counted the repeats already (null: the user has no list).
+    any_repeat = f"coalesce({DUP_RECS}, 0) > 0"
     if opts.ties == "average":
-        gains = first_occurrence_only(f"transform({ITEMS}, g_x -> {gain(relevance_of('g_x'), opts.gain)})", ITEMS)
+        gains = first_occurrence_only(
+            f"transform({ITEMS}, g_x -> {gain(relevance_of('g_x'), opts.gain)})", ITEMS, any_repeat
+        )
         extra.append(f"coalesce({tie_averaged(gains, ORDERS)}, CAST(array() AS array<double>)) AS {GAINS}")
     if opts.companion_metrics:
         hits = first_occurrence_only(
-            f"transform({ITEMS}, h_x -> CAST({is_relevant(relevance_of('h_x'), opts)} AS DOUBLE))", ITEMS
+            f"transform({ITEMS}, h_x -> CAST({is_relevant(relevance_of('h_x'), opts)} AS DOUBLE))", ITEMS, any_repeat
         )
         extra += [
             f"filter(transform({hits}, (h_h, h_i) -> CASE WHEN h_h > 0 THEN h_i + 1 END), h_p -> h_p IS NOT NULL) AS {HITS}",
@@ -703,7 +708,7 @@ def slot_gain(position: str, opts: EvaluationOptions) -> str:
     if opts.ties == "average":
         earned = f"try_element_at({GAINS}, {position})"
     else:
-        first = f"(CASE WHEN {DUP_RECS} > 0 THEN array_position({ITEMS}, {item}) = {position} ELSE true END)"
+        first = f"(CASE WHEN {DUP_RECS} > 0 THEN {is_first_occurrence(ITEMS, item, position)} ELSE true END)"
         earned = f"(CASE WHEN {first} THEN {gain(relevance_of(item), opts.gain)} ELSE 0.0D END)"
     return f"(CASE WHEN {item} IS NOT NULL THEN {earned} END)"
 

@@ -13,6 +13,8 @@ always go through :func:`ident`, and literal strings through :func:`string_liter
 
 from __future__ import annotations
 
+from typing import Optional
+
 
 def ident(name: str) -> str:
     """A column name as a SQL identifier: back-quoted, so dots, spaces and backticks are literal."""
@@ -67,14 +69,18 @@ def has_repeats(values: str) -> str:
     return f"({repeat_count(values)} > 0)"
 
 
-def first_occurrence_only(values: str, items: str) -> str:
+def is_first_occurrence(items: str, item: str, position: str) -> str:
+    """True when ``item``, at 1-based ``position`` of ``items``, appears there for the first time."""
+    return f"(array_position({items}, {item}) = {position})"
+
+
+def first_occurrence_only(values: str, items: str, any_repeat: Optional[str] = None) -> str:
     """Zero each value whose item already appeared earlier in ``items`` (same length as ``values``).
 
     A repeated recommendation keeps the gain of its best-ranked occurrence only, so no item gains
-    twice and NDCG cannot exceed 1. The quadratic scan only runs for lists that hold a repeat.
+    twice and NDCG cannot exceed 1. The quadratic scan only runs for lists that hold a repeat:
+    ``any_repeat`` (SQL) says which, where the caller already knows; else it is computed here.
     """
-    deduplicated = (
-        f"transform({values}, (fo_v, fo_i) -> "
-        f"CASE WHEN array_position({items}, {items}[fo_i]) = fo_i + 1 THEN fo_v ELSE 0.0D END)"
-    )
-    return f"(CASE WHEN {has_repeats(items)} THEN {deduplicated} ELSE {values} END)"
+    first = is_first_occurrence(items, f"{items}[fo_i]", "fo_i + 1")
+    deduplicated = f"transform({values}, (fo_v, fo_i) -> CASE WHEN {first} THEN fo_v ELSE 0.0D END)"
+    return f"(CASE WHEN {any_repeat or has_repeats(items)} THEN {deduplicated} ELSE {values} END)"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +28,11 @@ def test_benchmark_script_runs_and_prints_ratios(tmp_path):
     for name in ("b/d", "c/b100", "b/a"):
         assert any(line.split()[1] == name for line in ratio_lines), proc.stdout
     for line in ratio_lines:
-        assert "target <=" in line and ("MET" in line)
+        # Whatever the ratios are at this size, each verdict must agree with its value and target.
+        found = re.match(r"ratio (\S+)\s+=\s+([\d.]+|nan)\s+\(target <= ([\d.]+)\)\s+(MET|NOT MET)\b", line)
+        assert found, line
+        value, target, verdict = float(found.group(2)), float(found.group(3)), found.group(4)
+        assert verdict == ("MET" if value <= target else "NOT MET"), line
 
     report = json.loads(out_json.read_text())
     # The driver JVM really started with its heap fixed at the driver memory (see bench.jvm_options).
