@@ -1,8 +1,8 @@
 """Per-user CG, DCG, IDCG and NDCG@k, and their summary, as lazy DataFrames.
 
 The plan, chosen so that the recommendations are shuffled once and only their top k, and so
-that the per-element work runs as generated code (interpreted higher-order functions only run
-per hit, or in the optional modes):
+that the per-element work is small (Spark 4 generates code for the higher-order functions too;
+the per-item lookups run per hit in the default mode):
 
 1. Recommendations get a 1-based position per user from ``row_number()`` (score descending or
    rank ascending, then the item as the documented tie-break) and are cut at the largest k in a
@@ -65,6 +65,7 @@ JUDGED_ITEMS = "__ndcg_judged_items"
 JUDGED_RELEVANCE = "__ndcg_judged_relevance"
 IDEAL = "__ndcg_ideal"
 GAINS = "__ndcg_gains"
+RAW_GAINS = "__ndcg_raw_gains"
 HAS_JUDGED = "__ndcg_has_relevance_rows"
 DUP_RECS = "__ndcg_duplicate_recommendations"
 DUP_REL = "__ndcg_duplicate_relevance"
@@ -579,9 +580,9 @@ def is_relevant(relevance: str, opts: EvaluationOptions) -> str:
 def with_gains(joined: DataFrame, opts: EvaluationOptions) -> DataFrame:
     """Per user: the list length, policy counts, and the arrays the per-position rows come from.
 
-    Only the optional modes compute gain arrays here, with higher-order functions (interpreted
-    per element): tie averaging needs every gain of a tied group, and the companion metrics the
-    positions of the hits. In the default mode the gains are computed in :func:`with_cutoffs`,
+    Only the optional modes compute gain arrays here, with higher-order functions: tie
+    averaging needs every gain of a tied group, and the companion metrics the positions of the
+    hits. In the default mode the gains are computed in :func:`with_cutoffs`,
     per hit (small cutoffs) or per position (generated code).
     """
     n = array_size(ITEMS)
@@ -595,7 +596,11 @@ def with_gains(joined: DataFrame, opts: EvaluationOptions) -> DataFrame:
         gains = first_occurrence_only(
             f"transform({ITEMS}, g_x -> {gain(relevance_of('g_x'), opts.gain)})", ITEMS, any_repeat
         )
-        extra.append(f"coalesce({tie_averaged(gains, ORDERS)}, CAST(array() AS array<double>)) AS {GAINS}")
+        # The gains in a projection of their own: tie_averaged reads them more than once.
+        joined = joined.selectExpr("*", f"{gains} AS {RAW_GAINS}")
+        order_type = joined.schema[ORDERS].dataType.elementType.simpleString()
+        averaged = tie_averaged(RAW_GAINS, ORDERS, order_type)
+        extra.append(f"coalesce({averaged}, CAST(array() AS array<double>)) AS {GAINS}")
     if opts.companion_metrics:
         hits = first_occurrence_only(
             f"transform({ITEMS}, h_x -> CAST({is_relevant(relevance_of('h_x'), opts)} AS DOUBLE))", ITEMS, any_repeat
@@ -629,16 +634,29 @@ def relevance_of(item: str) -> str:
     return f"(CASE WHEN {at} > 0 THEN try_element_at({JUDGED_RELEVANCE}, CAST({at} AS INT)) ELSE 0.0D END)"
 
 
-def tie_averaged(gains: str, orders: str) -> str:
+def tie_averaged(gains: str, orders: str, order_type: str) -> str:
     """SQL: each gain replaced by the mean gain of its tied group (equal ordering key).
 
     Summed with the positional discounts this is the expected DCG over all orderings of each
-    tie (scikit-learn's ``ndcg_score`` default). Only lists that hold a tie pay the quadratic scan.
+    tie (scikit-learn's ``ndcg_score`` default). The lists are in position order, which sorts
+    them by ordering key, so a tied group is a run of adjacent elements: one pass over the
+    (key, gain) pairs averages each run as it ends, linear in the list's length. Only lists that
+    hold a tie pay for it. ``gains`` and ``orders`` should be columns: each is read twice.
     """
-    pairs = f"transform({orders}, (t_o, t_i) -> named_struct('o', t_o, 'g', {gains}[t_i]))"
-    same = f"filter({pairs}, t_p -> t_p.o = {orders}[t_j])"
-    group_mean = f"aggregate({same}, 0.0D, (t_acc, t_p) -> t_acc + t_p.g) / size({same})"
-    averaged = f"transform({gains}, (t_g, t_j) -> {group_mean})"
+    pairs = f"zip_with({orders}, {gains}, (t_o, t_g) -> named_struct('o', t_o, 'g', t_g))"
+    run = "array_repeat(t_acc.s / t_acc.c, t_acc.c)"
+
+    def ended(acc: str) -> str:
+        # The averaged gains so far, with the run in ``acc`` appended (nothing for an empty run).
+        return f"CASE WHEN {acc}.c > 0 THEN concat({acc}.out, {run.replace('t_acc', acc)}) ELSE {acc}.out END"
+
+    start = f"named_struct('out', CAST(array() AS array<double>), 'o', CAST(NULL AS {order_type}), 's', 0.0D, 'c', 0)"
+    step = (
+        "CASE WHEN t_acc.c > 0 AND t_acc.o = t_p.o "
+        "THEN named_struct('out', t_acc.out, 'o', t_acc.o, 's', t_acc.s + t_p.g, 'c', t_acc.c + 1) "
+        f"ELSE named_struct('out', {ended('t_acc')}, 'o', t_p.o, 's', 0.0D + t_p.g, 'c', 1) END"
+    )
+    averaged = f"aggregate({pairs}, {start}, (t_acc, t_p) -> {step}, t_acc -> {ended('t_acc')})"
     return f"(CASE WHEN {has_repeats(orders)} THEN {averaged} ELSE {gains} END)"
 
 
@@ -769,16 +787,16 @@ def hits_of(opts: EvaluationOptions) -> str:
 
     One element per distinct recommended item that was judged: ``p`` the 1-based position of its
     first occurrence (a repeated item gains there only, as in :func:`slot_gain`), ``g`` its gain.
-    ``array_intersect`` keeps the order of the recommended list and drops repeats, and runs as
-    generated code; the interpreted lookups then only run for the few items that hit, not for
+    ``array_intersect`` keeps the order of the recommended list and drops repeats, so the
+    lookups (a scan of the judged items each) only run for the few items that hit, not for
     every position. With tie averaging the hits are the positions of the nonzero averaged gains.
     """
     empty = "CAST(array() AS array<struct<p: int, g: double>>)"
     if opts.ties == "average":
         terms = f"transform({GAINS}, (h_g, h_i) -> named_struct('p', h_i + 1, 'g', h_g))"
         return f"coalesce(filter({terms}, h_t -> h_t.g <> 0.0D), {empty})"
-    # Not relevance_of(): a hit is always judged, so one array_position (not relevance_of's two,
-    # interpreted here) finds its grade.
+    # Not relevance_of(): a hit is always judged, so one array_position (not relevance_of's two)
+    # finds its grade.
     grade = f"element_at({JUDGED_RELEVANCE}, CAST(array_position({JUDGED_ITEMS}, h_x) AS INT))"
     terms = (
         f"transform(array_intersect({ITEMS}, {JUDGED_ITEMS}), h_x -> named_struct("

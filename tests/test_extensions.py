@@ -9,7 +9,7 @@ from chispa import assert_approx_df_equality, assert_df_equality
 from pyspark.sql import functions as F
 from sklearn.metrics import ndcg_score
 
-from ndcg_spark import evaluate
+from ndcg_spark import core, evaluate
 from tests.test_oracles import _frames, _random_graded
 
 
@@ -156,6 +156,34 @@ def test_tie_averaging_changes_only_tied_lists(spark):
     rows = {r.user_id: r.dcg for r in evaluate(recs, rel, k=[2], ties="average").per_user.collect()}
     assert rows[1] == pytest.approx((1.0 + 1 / np.log2(3)) / 2)  # b's gain spread over both tied slots
     assert rows[2] == pytest.approx(1 / np.log2(3))
+
+
+def test_tie_averaged_gains_are_the_mean_of_each_run_of_equal_keys(spark):
+    """The one-pass average against plain Python, on lists in position order (keys ascending)."""
+    rng = np.random.default_rng(11)
+    rows = [(0, None, None), (1, [], []), (2, [-0.0, 0.0], [1.0, 0.0]), (3, [5.0] * 40, [float(g) for g in range(40)])]
+    for u in range(4, 200):
+        n = int(rng.integers(1, 30))
+        keys = sorted(float(x) for x in rng.choice([-2.0, -1.0, -0.5, 0.0, 0.25, 3.0], size=n))
+        rows.append((u, keys, [float(g) for g in rng.choice([0.0, 1.0, 3.0, 0.1 * u], size=n)]))
+
+    def averaged(keys, gains):
+        if keys is None:
+            return None
+        out, start = [], 0
+        for i in range(1, len(keys) + 1):
+            if i == len(keys) or keys[i] != keys[start]:
+                total = 0.0
+                for g in gains[start:i]:
+                    total += g
+                out += [total / (i - start)] * (i - start)
+                start = i
+        return out
+
+    schema = "u int, o array<double>, g array<double>"
+    got = spark.createDataFrame(rows, schema).selectExpr("u", f"{core.tie_averaged('g', 'o', 'double')} AS g")
+    expected = spark.createDataFrame([(u, averaged(o, g)) for u, o, g in rows], "u int, g array<double>")
+    assert_df_equality(got, expected, ignore_nullable=True)
 
 
 # ----------------------------------------------------------------------------- ALS output
