@@ -15,7 +15,7 @@ the per-item lookups run per hit in the default mode):
    joined on the user key alone (full outer, so no user is lost).
 3. Cutoffs up to 20 are summed over each user's row (no more rows, no aggregation, no shuffle
    after the join): the recommended side over the user's hits only, the ideal side term by
-   term; larger cutoffs and the whole list explode each user's row into one row per position
+   term; larger cutoffs and the whole list explode each user's hits and ideal grades into rows
    and sum all cutoffs in one aggregation per user.
 
 Expressions are written as Spark SQL text (see :mod:`ndcg_spark.functions`): the same
@@ -39,7 +39,6 @@ from ndcg_spark.functions import (
     gain,
     has_repeats,
     ident,
-    is_first_occurrence,
     repeat_count,
     string_literal,
 )
@@ -578,12 +577,11 @@ def is_relevant(relevance: str, opts: EvaluationOptions) -> str:
 
 
 def with_gains(joined: DataFrame, opts: EvaluationOptions) -> DataFrame:
-    """Per user: the list length, policy counts, and the arrays the per-position rows come from.
+    """Per user: the list length, policy counts, and the arrays the sums of :func:`with_cutoffs` read.
 
     Only the optional modes compute gain arrays here, with higher-order functions: tie
     averaging needs every gain of a tied group, and the companion metrics the positions of the
-    hits. In the default mode the gains are computed in :func:`with_cutoffs`,
-    per hit (small cutoffs) or per position (generated code).
+    hits. In the default mode the gains are computed in :func:`with_cutoffs`, per hit.
     """
     n = array_size(ITEMS)
     if opts.ties == "average" and opts.largest_k is not None:
@@ -665,9 +663,9 @@ def with_cutoffs(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
 
     Small cutoffs (all finite, the largest at most :data:`UNROLLED_CUTOFF_LIMIT`) are summed
     over the user's row (:func:`_sums_unrolled`): no rows multiply and nothing is aggregated, so
-    no shuffle follows the join. Otherwise each user's lists are exploded into one row per
-    position and one aggregation per user sums every cutoff (:func:`_sums_per_position`). Both
-    add the same terms left to right from position 1, so they give the same bits, on every run.
+    no shuffle follows the join. Otherwise each user's hits and ideal grades are exploded into
+    rows and one aggregation per user sums every cutoff (:func:`_sums_per_position`). Both add
+    the same terms left to right from position 1, so they give the same bits, on every run.
     """
     arrays = (ITEMS, JUDGED_ITEMS, JUDGED_RELEVANCE, IDEAL, GAINS, HITS, N_REL_BINARY)
     if opts.companion_metrics:
@@ -714,21 +712,6 @@ def with_cutoffs(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
         *companions,
         f"CASE WHEN {idcg} > 0 THEN {dcg} / {idcg} ELSE 0.0D END AS ndcg",
     )
-
-
-def slot_gain(position: str, opts: EvaluationOptions) -> str:
-    """SQL: the gain earned at a 1-based position of the user's list (null past its end).
-
-    A repeated item keeps the gain of its first occurrence only; with tie averaging the gain is
-    the tied group's mean, computed per user in :func:`with_gains`.
-    """
-    item = f"try_element_at({ITEMS}, {position})"
-    if opts.ties == "average":
-        earned = f"try_element_at({GAINS}, {position})"
-    else:
-        first = f"(CASE WHEN {DUP_RECS} > 0 THEN {is_first_occurrence(ITEMS, item, position)} ELSE true END)"
-        earned = f"(CASE WHEN {first} THEN {gain(relevance_of(item), opts.gain)} ELSE 0.0D END)"
-    return f"(CASE WHEN {item} IS NOT NULL THEN {earned} END)"
 
 
 def ideal_gain(position: str, opts: EvaluationOptions) -> str:
@@ -786,7 +769,7 @@ def hits_of(opts: EvaluationOptions) -> str:
     """SQL: the user's hits as ``array<struct<p: int, g: double>>`` in position order.
 
     One element per distinct recommended item that was judged: ``p`` the 1-based position of its
-    first occurrence (a repeated item gains there only, as in :func:`slot_gain`), ``g`` its gain.
+    first occurrence (a repeated item gains there only), ``g`` its gain.
     ``array_intersect`` keeps the order of the recommended list and drops repeats, so the
     lookups (a scan of the judged items each) only run for the few items that hit, not for
     every position. With tie averaging the hits are the positions of the nonzero averaged gains.
@@ -807,32 +790,38 @@ def hits_of(opts: EvaluationOptions) -> str:
 
 
 def _sums_per_position(df: DataFrame, keys: list, opts: EvaluationOptions) -> DataFrame:
-    """Per user: ``__ndcg_{cg,dcg,idcg}_{j}`` from one row per position and one aggregation.
+    """Per user: ``__ndcg_{cg,dcg,idcg}_{j}`` from exploded rows and one aggregation.
 
-    The rows of a user come from one input row, so they stay in one task and the sums run in
-    position order.
+    Row i of a user carries the user's i-th hit (:func:`hits_of`: position and gain, in position
+    order) and the i-th grade of the ideal list, so a user has as many rows as the longer of the
+    two, not one per position of the list: the positions without a hit would only add 0.0. The
+    rows of a user come from one input row, so they stay in one task and the sums run in row
+    order, which is position order on both sides.
     """
-    position = "__ndcg_position"
-    # Positions 1 .. the longer of the two lists; a user with neither keeps one row (explode_outer).
-    length = f"greatest(size({ITEMS}), size({IDEAL}))"
-    positions = f"CASE WHEN {length} > 0 THEN sequence(1, {length}) END"
-    carried = [c for c in (ITEMS, JUDGED_ITEMS, JUDGED_RELEVANCE, IDEAL, GAINS) if c in df.columns]
-    g = slot_gain(position, opts)
-    rows = df.selectExpr(*keys, *carried, f"explode_outer({positions}) AS {position}").selectExpr(
-        # Gains in a projection of their own, so each is computed once per position, not once per cutoff.
-        *keys,
-        position,
-        f"{g} AS __ndcg_g",
-        f"{g} * {discount(position)} AS __ndcg_dg",
-        f"{ideal_gain(position, opts)} * {discount(position)} AS __ndcg_idg",
+    row = "__ndcg_row"
+    hit = f"try_element_at({HIT_TERMS}, {row})"
+    # Rows 1 .. the longer of the two arrays; a user with neither keeps one row (explode_outer).
+    length = f"greatest(size({HIT_TERMS}), size({IDEAL}))"
+    rows = (
+        df.selectExpr(*keys, f"{hits_of(opts)} AS {HIT_TERMS}", IDEAL)
+        .selectExpr(*keys, HIT_TERMS, IDEAL, f"explode_outer(CASE WHEN {length} > 0 THEN sequence(1, {length}) END) AS {row}")
+        .selectExpr(
+            # Each term in a projection of its own, so it is computed once per row, not once per cutoff.
+            *keys,
+            row,
+            f"{hit}.p AS __ndcg_p",
+            f"{hit}.g AS __ndcg_g",
+            f"{hit}.g * {discount(f'{hit}.p')} AS __ndcg_dg",
+            f"{ideal_gain(row, opts)} * {discount(row)} AS __ndcg_idg",
+        )
     )
     sums = []
     for j, k in enumerate(opts.cutoffs):
         cut = "n_recommended" if k is None else str(int(k))
         sums += [
-            f"sum(CASE WHEN {position} <= {cut} THEN __ndcg_g END) AS __ndcg_cg_{j}",
-            f"sum(CASE WHEN {position} <= {cut} THEN __ndcg_dg END) AS __ndcg_dcg_{j}",
-            f"sum(CASE WHEN {position} <= {_ideal_cut(cut, opts)} THEN __ndcg_idg END) AS __ndcg_idcg_{j}",
+            f"sum(CASE WHEN __ndcg_p <= {cut} THEN __ndcg_g END) AS __ndcg_cg_{j}",
+            f"sum(CASE WHEN __ndcg_p <= {cut} THEN __ndcg_dg END) AS __ndcg_dcg_{j}",
+            f"sum(CASE WHEN {row} <= {_ideal_cut(cut, opts)} THEN __ndcg_idg END) AS __ndcg_idcg_{j}",
         ]
     return rows.groupBy(*[F.col(c) for c in keys]).agg(*[F.expr(e) for e in sums])
 

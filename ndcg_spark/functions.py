@@ -69,11 +69,6 @@ def has_repeats(values: str) -> str:
     return f"({repeat_count(values)} > 0)"
 
 
-def is_first_occurrence(items: str, item: str, position: str) -> str:
-    """True when ``item``, at 1-based ``position`` of ``items``, appears there for the first time."""
-    return f"(array_position({items}, {item}) = {position})"
-
-
 def first_occurrence_only(values: str, items: str, any_repeat: Optional[str] = None) -> str:
     """Zero each value whose item already appeared earlier in ``items`` (same length as ``values``).
 
@@ -81,6 +76,8 @@ def first_occurrence_only(values: str, items: str, any_repeat: Optional[str] = N
     twice and NDCG cannot exceed 1. The quadratic scan only runs for lists that hold a repeat:
     ``any_repeat`` (SQL) says which, where the caller already knows; else it is computed here.
     """
-    first = is_first_occurrence(items, f"{items}[fo_i]", "fo_i + 1")
-    deduplicated = f"transform({values}, (fo_v, fo_i) -> CASE WHEN {first} THEN fo_v ELSE 0.0D END)"
+    deduplicated = (
+        f"transform({values}, (fo_v, fo_i) -> "
+        f"CASE WHEN array_position({items}, {items}[fo_i]) = fo_i + 1 THEN fo_v ELSE 0.0D END)"
+    )
     return f"(CASE WHEN {any_repeat or has_repeats(items)} THEN {deduplicated} ELSE {values} END)"
