@@ -664,7 +664,7 @@ def with_cutoffs(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
     Small cutoffs (all finite, the largest at most :data:`UNROLLED_CUTOFF_LIMIT`) are summed
     over the user's row (:func:`_sums_unrolled`): no rows multiply and nothing is aggregated, so
     no shuffle follows the join. Otherwise each user's hits and ideal grades are exploded into
-    rows and one aggregation per user sums every cutoff (:func:`_sums_per_position`). Both add
+    rows and one aggregation per user sums every cutoff (:func:`_sums_exploded`). Both add
     the same terms left to right from position 1, so they give the same bits, on every run.
     """
     arrays = (ITEMS, JUDGED_ITEMS, JUDGED_RELEVANCE, IDEAL, GAINS, HITS, N_REL_BINARY)
@@ -677,10 +677,11 @@ def with_cutoffs(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
                 companion_columns.append(f"{metric} AS __ndcg_{name}_{j}")
         df = df.selectExpr(*[ident(c) for c in df.columns if c not in (HITS, N_REL_BINARY)], *companion_columns)
     keys = [ident(c) for c in df.columns if c not in arrays]
+    with_hits = df.selectExpr(*keys, f"{hits_of(opts)} AS {HIT_TERMS}", IDEAL)
     if opts.largest_k is not None and opts.largest_k <= UNROLLED_CUTOFF_LIMIT:
-        per_user = _sums_unrolled(df, keys, opts)
+        per_user = _sums_unrolled(with_hits, keys, opts)
     else:
-        per_user = _sums_per_position(df, keys, opts)
+        per_user = _sums_exploded(with_hits, keys, opts)
 
     single = len(opts.cutoffs) == 1
 
@@ -728,18 +729,18 @@ def _ideal_cut(cut: str, opts: EvaluationOptions) -> str:
 UNROLLED_CUTOFF_LIMIT = 20
 
 
-def _sums_unrolled(df: DataFrame, keys: list, opts: EvaluationOptions) -> DataFrame:
+def _sums_unrolled(with_hits: DataFrame, keys: list, opts: EvaluationOptions) -> DataFrame:
     """Per user: ``__ndcg_{cg,dcg,idcg}_{j}`` without exploding the user's row.
 
-    The recommended side is summed over the user's hits only (:func:`hits_of`): the judged items
-    of the list with their first position and gain, in position order. Each cutoff folds them
+    ``with_hits`` holds each user's keys, hits and ideal list (see :func:`with_cutoffs`). The
+    recommended side is summed over the user's hits only (:func:`hits_of`): the judged items of
+    the list with their first position and gain, in position order. Each cutoff folds them
     with ``aggregate``, adding a hit's term when its position is within the cutoff. The ideal side
     is written out term by term, ``coalesce(gain(ideal[i]), 0) * 1/log2(i + 1)`` for i in 1..k,
     with the discounts folded to constants when Spark plans the query. Both add their terms left
     to right from position 1 and only skip terms that are 0.0 (``x + 0.0 == x``), so the sums
     equal the exploded rows' aggregation bit for bit.
     """
-    with_hits = df.selectExpr(*keys, f"{hits_of(opts)} AS {HIT_TERMS}", IDEAL)
 
     def within(cut: int, term: str) -> str:
         # A hit past the cutoff adds nothing; positions only grow along the array.
@@ -789,7 +790,7 @@ def hits_of(opts: EvaluationOptions) -> str:
     return f"coalesce({terms}, {empty})"
 
 
-def _sums_per_position(df: DataFrame, keys: list, opts: EvaluationOptions) -> DataFrame:
+def _sums_exploded(with_hits: DataFrame, keys: list, opts: EvaluationOptions) -> DataFrame:
     """Per user: ``__ndcg_{cg,dcg,idcg}_{j}`` from exploded rows and one aggregation.
 
     Row i of a user carries the user's i-th hit (:func:`hits_of`: position and gain, in position
@@ -803,8 +804,7 @@ def _sums_per_position(df: DataFrame, keys: list, opts: EvaluationOptions) -> Da
     # Rows 1 .. the longer of the two arrays; a user with neither keeps one row (explode_outer).
     length = f"greatest(size({HIT_TERMS}), size({IDEAL}))"
     rows = (
-        df.selectExpr(*keys, f"{hits_of(opts)} AS {HIT_TERMS}", IDEAL)
-        .selectExpr(*keys, HIT_TERMS, IDEAL, f"explode_outer(CASE WHEN {length} > 0 THEN sequence(1, {length}) END) AS {row}")
+        with_hits.selectExpr(*keys, HIT_TERMS, IDEAL, f"explode_outer(CASE WHEN {length} > 0 THEN sequence(1, {length}) END) AS {row}")
         .selectExpr(
             # Each term in a projection of its own, so it is computed once per row, not once per cutoff.
             *keys,
