@@ -56,8 +56,6 @@ DATA_VERSION = 2
 #: alone while the other core idled; which table went first changed the wall time by up to 0.6 s.
 FILES_PER_TABLE = 8
 
-#: Options of every ``evaluate`` call here (``--top-k-method`` sets ``top_k_method``).
-EVALUATE_OPTIONS: Dict[str, object] = {}
 
 TARGETS = {
     "b/d": 1.0,
@@ -276,8 +274,18 @@ def ranking_evaluator_input(recs, rel, k: int = 10):
     return predictions.join(labels, on="user_id")
 
 
-def make_variants(spark, paths: Dict[str, str], k: int = 10) -> Dict[str, Callable[[], object]]:
+def evaluate_options(args) -> Dict[str, object]:
+    """Options of every ``evaluate`` call of a run (``--top-k-method`` sets ``top_k_method``)."""
+    return {"top_k_method": args.top_k_method}
+
+
+def make_variants(
+    spark, paths: Dict[str, str], k: int = 10, options: Optional[Dict[str, object]] = None
+) -> Dict[str, Callable[[], object]]:
+    """The timed variants (a), (b), (b100), (c), (d) on one data set; ``options`` go to ``evaluate``."""
     import ndcg_spark
+
+    options = dict(options or {})
     from pyspark.ml.evaluation import RankingEvaluator
 
     def tables():
@@ -289,7 +297,7 @@ def make_variants(spark, paths: Dict[str, str], k: int = 10) -> Dict[str, Callab
 
     def run_ndcg(ks):
         def run():
-            rows = ndcg_spark.evaluate(*tables(), k=ks, **EVALUATE_OPTIONS).summary.collect()
+            rows = ndcg_spark.evaluate(*tables(), k=ks, **options).summary.collect()
             return " ".join(f"ndcg@{r.k}={r.mean_ndcg:.5f}" for r in rows) + f" users={rows[0].users}"
 
         return run
@@ -418,9 +426,9 @@ def ratio_line(name: str, value: float, target: float) -> str:
 def run_main(spark, args, log, out: dict) -> None:
     spec = DataSpec(args.users, args.list_length, args.relevant, seed=args.seed)
     paths = generate(spark, spec, Path(args.data_dir), log)
-    variants = make_variants(spark, paths)
+    variants = make_variants(spark, paths, options=evaluate_options(args))
     if args.plan_out:
-        write_plans(spark, paths, Path(args.plan_out), log)
+        write_plans(spark, paths, Path(args.plan_out), log, evaluate_options(args))
     res = time_variants(spark, variants, args.repeat, log, args.warmup)
     rows = spec.recs_layout.total
     print()
@@ -464,10 +472,12 @@ def run_sweep(spark, args, log, out: dict) -> None:
     specs = {users: DataSpec(users, args.list_length, args.relevant, seed=args.seed) for users in sizes}
     paths = {users: generate(spark, spec, Path(args.data_dir), log) for users, spec in specs.items()}
 
+    options = evaluate_options(args)
+
     def run_b(p):
         def run():
             recs, rel = spark.read.parquet(p["recs"]), spark.read.parquet(p["rel"])
-            return f"ndcg@10={ndcg_spark.evaluate(recs, rel, k=[10], **EVALUATE_OPTIONS).summary.collect()[0].mean_ndcg:.5f}"
+            return f"ndcg@10={ndcg_spark.evaluate(recs, rel, k=[10], **options).summary.collect()[0].mean_ndcg:.5f}"
 
         return run
 
@@ -518,7 +528,7 @@ def run_skew(spark, args, log, out: dict) -> None:
     }
     variants = {}
     for label, spec in specs.items():
-        made = make_variants(spark, generate(spark, spec, Path(args.data_dir), log))
+        made = make_variants(spark, generate(spark, spec, Path(args.data_dir), log), options=evaluate_options(args))
         variants.update({f"{n}:{label}": made[n] for n in ("a", "b")})
     timed = time_variants(spark, variants, args.repeat, log, args.warmup)
     res = {label: {"spec": asdict(spec), "recs_layout": asdict(spec.recs_layout),
@@ -549,12 +559,12 @@ def run_skew(spark, args, log, out: dict) -> None:
                    "target_met": ratio <= TARGETS["skew/unskewed"]}
 
 
-def write_plans(spark, paths: Dict[str, str], path: Path, log) -> None:
+def write_plans(spark, paths: Dict[str, str], path: Path, log, options: Dict[str, object]) -> None:
     """The formatted plan of (b)'s summary before running it, then the final adaptive plan after."""
     import ndcg_spark
 
     recs, rel = spark.read.parquet(paths["recs"]), spark.read.parquet(paths["rel"])
-    summary = ndcg_spark.evaluate(recs, rel, k=[10], **EVALUATE_OPTIONS).summary
+    summary = ndcg_spark.evaluate(recs, rel, k=[10], **options).summary
     buf = io.StringIO()
     lib = library_version()
     with contextlib.redirect_stdout(buf):
@@ -677,7 +687,6 @@ def jvm_heap_arguments(spark) -> List[str]:
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
-    EVALUATE_OPTIONS["top_k_method"] = args.top_k_method
     started = time.perf_counter()
 
     def log(msg: str) -> None:
