@@ -642,19 +642,15 @@ def tie_averaged(gains: str, orders: str, order_type: str) -> str:
     hold a tie pay for it. ``gains`` and ``orders`` should be columns: each is read twice.
     """
     pairs = f"zip_with({orders}, {gains}, (t_o, t_g) -> named_struct('o', t_o, 'g', t_g))"
-    run = "array_repeat(t_acc.s / t_acc.c, t_acc.c)"
-
-    def ended(acc: str) -> str:
-        # The averaged gains so far, with the run in ``acc`` appended (nothing for an empty run).
-        return f"CASE WHEN {acc}.c > 0 THEN concat({acc}.out, {run.replace('t_acc', acc)}) ELSE {acc}.out END"
-
+    # The averaged gains so far, with the run in the accumulator appended (nothing for an empty run).
+    ended = "CASE WHEN t_acc.c > 0 THEN concat(t_acc.out, array_repeat(t_acc.s / t_acc.c, t_acc.c)) ELSE t_acc.out END"
     start = f"named_struct('out', CAST(array() AS array<double>), 'o', CAST(NULL AS {order_type}), 's', 0.0D, 'c', 0)"
     step = (
         "CASE WHEN t_acc.c > 0 AND t_acc.o = t_p.o "
         "THEN named_struct('out', t_acc.out, 'o', t_acc.o, 's', t_acc.s + t_p.g, 'c', t_acc.c + 1) "
-        f"ELSE named_struct('out', {ended('t_acc')}, 'o', t_p.o, 's', 0.0D + t_p.g, 'c', 1) END"
+        f"ELSE named_struct('out', {ended}, 'o', t_p.o, 's', 0.0D + t_p.g, 'c', 1) END"
     )
-    averaged = f"aggregate({pairs}, {start}, (t_acc, t_p) -> {step}, t_acc -> {ended('t_acc')})"
+    averaged = f"aggregate({pairs}, {start}, (t_acc, t_p) -> {step}, t_acc -> {ended})"
     return f"(CASE WHEN {has_repeats(orders)} THEN {averaged} ELSE {gains} END)"
 
 
