@@ -78,8 +78,8 @@ def main() -> int:
         f"count({core.HEAP_BITMAP_MASK}) AS handed",
     ).first()
     print(
-        f"users the heap flags: {counts.unsure:,} of {counts.users:,}; "
-        f"users it hands to the window (those and any sharing their bitmap bucket): {counts.handed:,}",
+        f"users with a tie at the cut (recomputed by the window): {counts.unsure:,} of {counts.users:,}; "
+        f"users whose rows the window reads (those and any sharing their bitmap bucket): {counts.handed:,}",
         flush=True,
     )
 

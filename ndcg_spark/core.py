@@ -324,7 +324,7 @@ def filter_top_k(df: DataFrame, k: Optional[int]) -> DataFrame:
     return df.filter(f"{by} <= {int(k)}")
 
 
-def recommendation_lists(ranked: DataFrame, opts: EvaluationOptions) -> DataFrame:
+def recommendation_lists(ranked: DataFrame, opts: EvaluationOptions, keep_order: bool = False) -> DataFrame:
     """One row per user: the recommended items in position order, and how many repeat.
 
     The lists are collected as arrays of primitives (a list of structs costs about twice as
@@ -332,7 +332,7 @@ def recommendation_lists(ranked: DataFrame, opts: EvaluationOptions) -> DataFram
     collected alongside and checked against 1..n; only a list that arrives out of order pays
     for an explicit sort by position.
     """
-    keep_order = bool(opts.rank_col) or opts.ties == "average"
+    keep_order = keep_order or bool(opts.rank_col) or opts.ties == "average"
     positions, items, orders = "__ndcg_positions", "__ndcg_items_raw", "__ndcg_orders_raw"
     collected = [F.expr(f"collect_list({POSITION}) AS {positions}"), F.expr(f"collect_list({ITEM}) AS {items}")]
     if keep_order:
@@ -381,9 +381,7 @@ def window_top_k_lists(recs: DataFrame, opts: EvaluationOptions) -> DataFrame:
     return recs.transform(with_position, opts).transform(filter_top_k, opts.largest_k).transform(recommendation_lists, opts)
 
 
-#: Item types the heap packs next to a 32-bit hash in one long.
-HEAP_ITEM_TYPES = (T.IntegerType, T.ShortType, T.ByteType)
-#: ``min_by(x, y, k)`` (a bounded heap per group) came with Spark 4.2, for k up to 100,000.
+#: ``min_by(x, y, n)`` (a bounded heap per group) came with Spark 4.2, for n up to 100,000.
 HEAP_MIN_SPARK = (4, 2)
 HEAP_MAX_K = 100_000
 
@@ -397,9 +395,9 @@ def spark_version(df: DataFrame) -> tuple:
 def can_use_heap(recs: DataFrame, opts: EvaluationOptions) -> bool:
     """Whether :func:`heap_top_k_lists` serves these options and this input.
 
-    It needs ``top_k_method = "heap"``, Spark 4.2+, a finite k, the score (not a rank column,
-    whose repeated ranks the window path checks), ties broken by item (tie averaging needs
-    whole tied groups), and items of at most 32 bits.
+    It needs ``top_k_method = "heap"``, Spark 4.2+, a finite k, the score (not a
+    rank column, whose repeated ranks the window path checks), and ties broken by item (tie
+    averaging needs whole tied groups). Anything else takes the window.
     """
     return (
         opts.top_k_method == "heap"
@@ -407,12 +405,12 @@ def can_use_heap(recs: DataFrame, opts: EvaluationOptions) -> bool:
         and opts.largest_k + 1 <= HEAP_MAX_K
         and not opts.rank_col
         and opts.ties == "item"
-        and isinstance(recs.schema[ITEM].dataType, HEAP_ITEM_TYPES)
         and spark_version(recs) >= HEAP_MIN_SPARK
     )
 
 
-HEAP_CANDIDATES = "__ndcg_heap_candidates"
+HEAP_ITEMS = "__ndcg_heap_items"
+HEAP_ORDERS = "__ndcg_heap_orders"
 HEAP_UNSURE = "__ndcg_heap_unsure"
 #: The users the heap hands to the window travel as a bitmap of 2^HEAP_BITMAP_BITS bits (at most
 #: 65,536 rows of 64-bit masks, about 1.5 MB, broadcast): bounded, however many users are handed.
@@ -420,42 +418,59 @@ HEAP_BITMAP_BITS = 22
 HEAP_BITMAP_HI, HEAP_BITMAP_MASK = "__ndcg_bitmap_hi", "__ndcg_bitmap_mask"
 
 
-def heap_unsure(candidates: str, k: int) -> str:
-    """True when a user's heap candidates may differ from the window's top k (see :func:`heap_top_k_lists`).
+def tie_at_cut(orders: str, k: int) -> str:
+    """SQL: the k-th and (k+1)-th smallest ordering keys are equal (``orders`` ascending).
 
-    ``candidates`` holds up to k + 1 longs, item in the high and score hash in the low 32 bits,
-    in score order. The flag reads the hashes only, never the items: rows with equal scores
-    reach the heap in an order that may change from one run (or one merge of the partial heaps)
-    to the next, and so do their items, but the k + 1 best scores and their hashes do not. Written
-    element by element for k up to ``UNROLLED_CUTOFF_LIMIT`` (generated code), with a higher-order
-    function beyond.
+    Then a row left out of a user's k + 1 best may tie with the k-th and belong in the top k by
+    the item tie-break. The rule reads ordering values only, so the heap (whose tied rows arrive
+    in any order) and the window agree on it.
     """
-
-    def hashed(i: str) -> str:
-        return f"(try_element_at({candidates}, {i}) & 4294967295L)"
-
-    def equal(i: str) -> str:
-        return f"({hashed(i)} = {hashed(f'{i} + 1')})"
-
-    if k <= UNROLLED_CUTOFF_LIMIT:
-        inside = " OR ".join(equal(str(i)) for i in range(1, k)) or "false"
-    else:
-        inside = f"exists(sequence(1, {k - 1}), i -> {equal('i')})"
-    # try_element_at is null past the end: a short list has no tie at the cut, and no pair there.
-    return f"coalesce({equal(str(k))}, false) OR coalesce({inside}, false)"
+    return f"coalesce(try_element_at({orders}, {k}) = try_element_at({orders}, {k + 1}), false)"
 
 
 def heap_candidates(recs: DataFrame, opts: EvaluationOptions) -> DataFrame:
-    """Per user: the heap's k + 1 packed candidates and the ``HEAP_UNSURE`` flag (see :func:`heap_top_k_lists`)."""
+    """Per user: the k + 1 best items and their ordering keys in key order, and ``HEAP_UNSURE``.
+
+    Two heaps of k + 1 (``min_by(item, key, k + 1)`` and ``min_by(key, key, k + 1)``) over one
+    primitive key: a heap of (key, item) structs costs about as much as the window's sort. The
+    second gives the k + 1 smallest keys, which do not depend on which of several tied rows the
+    first kept, so the i-th item's key is the i-th of them.
+    """
     k = int(opts.largest_k)
     keys = user_keys(recs, opts)
-    packed = f"shiftleft(CAST({ITEM} AS BIGINT), 32) | (CAST(hash({ORDER} + 0.0D) AS BIGINT) & 4294967295L)"
+    # The flag reads both heaps (sizes always equal) so that no branch that only needs the keys
+    # prunes the item heap: both uses of this aggregation then share its one shuffle.
+    unsure = f"{tie_at_cut(HEAP_ORDERS, k)} AND size({HEAP_ITEMS}) = size({HEAP_ORDERS})"
     return (
-        recs.selectExpr(*keys, f"{packed} AS {HEAP_CANDIDATES}", ORDER)
-        .groupBy(*[F.col(c) for c in keys])
-        .agg(F.expr(f"min_by({HEAP_CANDIDATES}, {ORDER}, {k + 1}) AS {HEAP_CANDIDATES}"))
-        .selectExpr(*keys, HEAP_CANDIDATES, f"{heap_unsure(HEAP_CANDIDATES, k)} AS {HEAP_UNSURE}")
+        recs.groupBy(*[F.col(c) for c in keys])
+        .agg(
+            F.expr(f"min_by({ITEM}, {ORDER}, {k + 1}) AS {HEAP_ITEMS}"),
+            F.expr(f"min_by({ORDER}, {ORDER}, {k + 1}) AS {HEAP_ORDERS}"),
+        )
+        .selectExpr(*keys, HEAP_ITEMS, HEAP_ORDERS, f"{unsure} AS {HEAP_UNSURE}")
     )
+
+
+def heap_items_in_order(items: str, orders: str, k: int, tie_break: str) -> str:
+    """SQL: the first k of a user's heap items in window order (key, then item by ``tie_break``).
+
+    The heap returns its items in key order, but tied ones in arrival order; only a list with a
+    tie among its first k is sorted again, by (key, item).
+    """
+    top = f"slice({items}, 1, {k})"
+    if k < 2:
+        return top
+    n = f"least(size({orders}), {k})"
+    tied = f"exists(sequence(2, {n}), t_i -> {orders}[t_i - 2] = {orders}[t_i - 1])"
+    # The comparator's result when the left item is the smaller / the larger one.
+    smaller, larger = ("-1", "1") if tie_break == "item_ascending" else ("1", "-1")
+    compare = (
+        f"(t_l, t_r) -> CASE WHEN t_l.o < t_r.o THEN -1 WHEN t_l.o > t_r.o THEN 1 "
+        f"WHEN t_l.i < t_r.i THEN {smaller} WHEN t_l.i > t_r.i THEN {larger} ELSE 0 END"
+    )
+    pairs = f"zip_with({orders}, {items}, (t_o, t_x) -> named_struct('o', t_o, 'i', t_x))"
+    resorted = f"transform(slice(array_sort({pairs}, {compare}), 1, {k}), t_p -> t_p.i)"
+    return f"CASE WHEN {n} >= 2 AND {tied} THEN {resorted} ELSE {top} END"
 
 
 def _heap_bucket(keys: list) -> str:
@@ -486,38 +501,42 @@ def in_bitmap(keys: list) -> Column:
 
 
 def heap_top_k_lists(recs: DataFrame, opts: EvaluationOptions) -> DataFrame:
-    """:func:`recommendation_lists` of the top k, found by a bounded heap per user.
+    """:func:`recommendation_lists` of the top k, found by bounded heaps per user.
 
-    ``min_by(value, order, k + 1)`` keeps each user's k + 1 best rows in a heap during a
-    sort-based aggregation whose sort is by the user alone, where the window sorts every row by
-    (user, score, item). Its result is ordered by score, but rows with equal scores come in
-    arrival order, which depends on the partitioning. So the value packs the item (high 32
-    bits) with a 32-bit hash of the score (equal scores hash equal; ``+ 0.0`` makes -0.0 hash as
-    0.0, which compares equal to it), and a user's heap list is kept only when it is provably
-    the window's list: no two neighbours among its k + 1 candidates hash equal, so its k best
-    scores are distinct and the k-th is strictly better than any row left out. The rule reads
-    the hashes only, so it flags the same users whatever order equal scores arrived in.
+    ``min_by(value, key, k + 1)`` keeps each user's k + 1 best rows in a heap during an
+    aggregation whose sort is by the user alone (a radix sort), where the window sorts every row
+    by (user, key, item) with row comparisons. A user's heap list is exact unless its k-th and
+    (k+1)-th keys are equal (:func:`tie_at_cut`): every row left out has a key at least the
+    (k+1)-th, so the top k by (key, item) lie among the k + 1 kept, and ties inside them are
+    sorted by item (:func:`heap_items_in_order`).
 
-    Any other user (one with a tie, or rarely a hash collision, among its k + 1 best scores) is
-    recomputed from its rows by the window path. Those users travel as a bitmap of hashed keys
-    (:func:`unsure_bitmap`, at most 2^22 bits whatever their number) broadcast to both sides: a
-    user whose bucket is set takes the window, any other keeps its heap list, so a user sharing a
-    bucket with a flagged one is merely recomputed. Continuous scores flag next to no user;
-    scores rounded to a few digits flag most, which costs more than the window alone and is why
-    the heap is not the default.
+    The users with a tie at the cut are recomputed from their rows by the window. They travel as
+    a bitmap of hashed keys (:func:`unsure_bitmap`, at most 2^22 bits whatever their number)
+    broadcast to a second read of the recommendations; the window side keeps the users whose
+    own lists show the tie at the cut, the heap side the others, so each user comes from one
+    side. When no user has such a tie (continuous scores), the bitmap is empty, adaptive
+    execution drops the window side before it reads anything, and the heap's one pass is all.
+    Scores with many ties make the window side large: ``top_k_method = "window"`` is then faster.
     """
     k = int(opts.largest_k)
     keys = user_keys(recs, opts)
-    item_type = recs.schema[ITEM].dataType.simpleString()
     candidates = heap_candidates(recs, opts)
     bitmap = F.broadcast(unsure_bitmap(candidates, keys))
-    unpacked = f"transform(slice({HEAP_CANDIDATES}, 1, {k}), p -> CAST(shiftright(p, 32) AS {item_type}))"
+    items = heap_items_in_order(HEAP_ITEMS, HEAP_ORDERS, k, opts.tie_break)
     sure = (
-        candidates.join(bitmap, in_bitmap(keys), "left_anti")
-        .selectExpr(*keys, f"{unpacked} AS {ITEMS}")
+        candidates.filter(f"NOT {HEAP_UNSURE}")
+        .selectExpr(*keys, f"{items} AS {ITEMS}")
         .selectExpr(*keys, ITEMS, f"{repeat_count(ITEMS)} AS {DUP_RECS}")
     )
-    windowed = recs.join(bitmap, in_bitmap(keys), "left_semi").transform(window_top_k_lists, opts)
+    windowed = (
+        recs.join(bitmap, in_bitmap(keys), "left_semi")
+        .transform(with_position, opts)
+        .transform(filter_top_k, k + 1)
+        .transform(recommendation_lists, opts, keep_order=True)
+        .filter(tie_at_cut(ORDERS, k))
+        .selectExpr(*keys, f"slice({ITEMS}, 1, {k}) AS {ITEMS}")
+        .selectExpr(*keys, ITEMS, f"{repeat_count(ITEMS)} AS {DUP_RECS}")
+    )
     return sure.unionByName(windowed)
 
 

@@ -127,9 +127,9 @@ class EvaluationOptions:
     top_k_method: str = _opt(
         "window",
         "How each user's top k recommendations are found: 'window' (row_number() over a sort of every row), or "
-        "'heap': a bounded heap per user where it applies (Spark 4.2+, integer items, finite k, no rank column, "
-        "ties = 'item'), less task CPU on continuous scores; users whose k + 1 best scores may hold a "
-        "tie are recomputed by the window, which makes tie-heavy scores slower (see the README).",
+        "'heap': a bounded heap per user where it applies (Spark 4.2+, finite k, no rank column, "
+        "ties = 'item'), a little less task CPU on continuous scores; users whose k-th and (k+1)-th best "
+        "scores tie are recomputed by the window, which makes tie-heavy scores slower (see the README).",
         TOP_K_METHODS,
     )
     array_col: str = _opt("recommendations", "Array column of the 'array' layout.")

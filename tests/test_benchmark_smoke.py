@@ -49,7 +49,7 @@ TOP_K_METHODS = BENCH.parent / "top_k_methods.py"
 
 
 def test_top_k_methods_script_runs_and_both_methods_agree(spark, tmp_path):
-    # Scores from four values: ties everywhere, so the heap hands users to the window.
+    # Each user's 12 rows share one score: every user has a tie at the cut and takes the window.
     recs = spark.range(0, 1200).selectExpr(
         "CAST(id % 100 AS INT) AS user_id", "CAST(id AS INT) AS item_id", "CAST(id * 7 % 4 AS DOUBLE) / 4 AS score"
     )
@@ -62,7 +62,10 @@ def test_top_k_methods_script_runs_and_both_methods_agree(spark, tmp_path):
     assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}"
 
     lines = proc.stdout.splitlines()
-    assert "users the heap flags: 100 of 100; users it hands to the window (those and any sharing their bitmap bucket): 100" in lines
+    assert (
+        "users with a tie at the cut (recomputed by the window): 100 of 100; "
+        "users whose rows the window reads (those and any sharing their bitmap bucket): 100"
+    ) in lines
     checks = {line.split()[0]: line.split()[-2:] for line in lines if line.split()[:1] in (["b_heap"], ["b_window"], ["d"])}
     assert set(checks) == {"b_heap", "b_window", "d"}
     assert checks["b_heap"] == checks["b_window"] and checks["b_heap"][1] == "users=100"

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 from chispa import assert_df_equality
+from pyspark.sql import functions as F
 
 from ndcg_spark import evaluate
 from ndcg_spark import core
@@ -58,8 +59,8 @@ def test_heap_lists_keep_segments_apart(spark):
     assert_df_equality(heap.orderBy("model", "user_id"), expected, ignore_nullable=True)
 
 
-@pytest.mark.parametrize("item_type", ["smallint", "tinyint"])
-def test_heap_unpacks_narrow_item_types(spark, item_type):
+@pytest.mark.parametrize("item_type", ["smallint", "tinyint", "bigint", "string"])
+def test_heap_serves_any_item_type(spark, item_type):
     recs = tie_heavy_recs(spark, item_type=item_type, users=20)
     selected, opts, heap, window = lists_both_ways(recs, k=[5])
     assert core.can_use_heap(selected, opts)
@@ -81,58 +82,65 @@ def test_evaluation_is_the_same_bit_for_bit_with_heap_or_window(spark):
     assert_df_equality(heap.summary.orderBy("k"), window.summary.orderBy("k"))
 
 
-def candidates(spark, lists, k):
-    """heap_unsure over hand-made candidate lists of (item, hash) pairs."""
-    rows = [(n, [(item << 32) | h for item, h in pairs]) for n, pairs in enumerate(lists)]
-    df = spark.createDataFrame(rows, "n int, c array<bigint>")
-    flags = df.selectExpr("n", f"{core.heap_unsure('c', k)} AS unsure").orderBy("n").collect()
-    return [row.unsure for row in flags]
+def at_cut(spark, lists, k):
+    """tie_at_cut over hand-made lists of ordering keys (ascending)."""
+    df = spark.createDataFrame(list(enumerate(lists)), "n int, o array<double>")
+    return [row.t for row in df.selectExpr("n", f"{core.tie_at_cut('o', k)} AS t").orderBy("n").collect()]
 
 
-def test_heap_unsure_rule(spark):
+def test_tie_at_cut_rule(spark):
     lists = [
-        [(1, 10), (2, 20), (3, 30), (4, 40)],  # distinct scores
-        [(1, 10), (2, 20), (3, 30), (4, 30)],  # the k-th and (k+1)-th may tie: a row left out may tie too
-        [(1, 10), (2, 10), (3, 30), (4, 40)],  # a tie inside, item ascending this time
-        [(2, 10), (1, 10), (3, 30), (4, 40)],  # the same tie, items the other way round
-        [(2, 10), (2, 10), (3, 30), (4, 40)],  # the same item twice with one score
-        [(1, 10), (2, 20), (3, 30)],  # no (k+1)-th row: every row is in
-        [(5, 10)],  # one row
+        [1.0, 2.0, 3.0, 4.0],  # distinct keys
+        [1.0, 2.0, 3.0, 3.0],  # the k-th and (k+1)-th tie: a row left out may tie too
+        [1.0, 1.0, 3.0, 4.0],  # a tie inside the top k only: every tied row is kept
+        [1.0, 2.0, 3.0],  # no (k+1)-th row: every row is in
+        [5.0],
         [],
-        [(-7, 10), (3, 10), (4, 40), (9, 50)],  # negative items
-        [(1, 10), (2, 20), (3, 10), (4, 40)],  # equal hashes, not neighbours: different scores
+        [-0.0, 0.0, 0.0, 0.0],  # -0.0 ties with 0.0
+        [1.0, 2.0, float("nan"), float("nan")],  # NaN ties with NaN in Spark's ordering
+        None,  # a user with no list
     ]
-    assert candidates(spark, lists, 3) == [False, True, True, True, True, False, False, False, True, False]
+    assert at_cut(spark, lists, 3) == [False, True, False, False, False, False, True, True, False]
 
 
-def test_heap_unsure_rule_ignores_the_order_ties_arrive_in(spark):
-    """Equal scores reach the heap in any order (and two merges of the partial heaps may see two
-    orders), so the flag must not depend on the items of a tied run, only on the hashes."""
+def ordered(spark, pairs, k, tie_break):
+    """heap_items_in_order over hand-made (key, item) lists in key order, ties in any order."""
+    rows = [(n, [o for o, _ in p], [i for _, i in p]) for n, p in enumerate(pairs)]
+    df = spark.createDataFrame(rows, "n int, o array<double>, i array<int>")
+    sql = core.heap_items_in_order("i", "o", k, tie_break)
+    return [row.top for row in df.selectExpr("n", f"{sql} AS top").orderBy("n").collect()]
+
+
+@pytest.mark.parametrize("tie_break", ["item_ascending", "item_descending"])
+def test_heap_items_in_order_sorts_ties_by_item(spark, tie_break):
+    pairs = [
+        [(1.0, 5), (2.0, 3), (3.0, 9), (4.0, 1)],  # no tie: the first k as they are
+        [(1.0, 5), (1.0, 3), (1.0, 9), (4.0, 1)],  # a three-way tie inside the top k
+        [(1.0, 5), (2.0, 3), (2.0, 9)],  # a tie among the last two, no (k+1)-th row
+        [(1.0, 7)],
+        [],
+    ]
+    got = ordered(spark, pairs, 3, tie_break)
+    if tie_break == "item_ascending":
+        assert got == [[5, 3, 9], [3, 5, 9], [5, 3, 9], [7], []]
+    else:
+        assert got == [[5, 3, 9], [9, 5, 3], [5, 9, 3], [7], []]
+
+
+def test_heap_lists_do_not_depend_on_the_order_ties_arrive_in(spark):
+    """Rows with equal keys reach the heap in any order (and two merges of the partial heaps may
+    see two orders): the same rows, shuffled over different partitionings, give the same lists."""
     rng = random.Random(11)
-    lists, shuffled = [], []
-    for _ in range(40):
-        hashes = sorted(rng.choice([1, 2, 3, 4, 5, 6]) for _ in range(rng.randrange(0, 7)))
-        pairs = [(rng.randrange(-5, 50), h) for h in hashes]
-        lists.append(pairs)
-        runs = {}
-        for item, h in pairs:
-            runs.setdefault(h, []).append(item)
-        for items in runs.values():
-            rng.shuffle(items)
-        shuffled.append([(item, h) for h in sorted(runs) for item in runs[h]])
-    assert any(a != b for a, b in zip(lists, shuffled))
-    assert candidates(spark, lists, 4) == candidates(spark, shuffled, 4)
-    assert True in candidates(spark, lists, 4) and False in candidates(spark, lists, 4)
-
-
-def test_heap_unsure_rule_beyond_the_unrolled_limit(spark):
-    k = core.UNROLLED_CUTOFF_LIMIT + 5
-    distinct = [(i, i) for i in range(k + 1)]
-    tie_inside = [(i, i) for i in range(k + 1)]
-    tie_inside[k - 3], tie_inside[k - 2] = (k - 3, 999), (k - 2, 999)  # equal hashes, items in order
-    short = [(i, i) for i in range(k)]  # shorter than k + 1, distinct
-    tie_at_cut = [(i, i) for i in range(k - 1)] + [(k, 5000), (k + 1, 5000)]
-    assert candidates(spark, [distinct, tie_inside, short, tie_at_cut], k) == [False, True, False, True]
+    rows = [(u, i, float(rng.choice([1, 2, 3]))) for u in range(40) for i in rng.sample(range(30), rng.randrange(1, 9))]
+    recs = spark.createDataFrame(rows, "user_id int, item_id int, score double")
+    lists = []
+    for partitions, seed in ((1, 1), (4, 2), (7, 3)):
+        shuffled = recs.orderBy(F.rand(seed)).repartition(partitions)
+        selected, opts, heap, window = lists_both_ways(shuffled, k=[4])
+        lists.append(heap.orderBy("user_id"))
+        assert_df_equality(heap.orderBy("user_id"), window.orderBy("user_id"), ignore_nullable=True)
+    assert_df_equality(lists[0], lists[1])
+    assert_df_equality(lists[0], lists[2])
 
 
 def test_users_sharing_a_bucket_with_a_flagged_user_take_the_window(spark, monkeypatch):
@@ -194,8 +202,7 @@ def test_when_the_heap_is_used(spark, monkeypatch, options, item_type, version):
     selected = core.select_recommendations(recs, opts)
     monkeypatch.setattr(core, "spark_version", lambda df: version)
     expected = (
-        item_type == "int"
-        and version >= (4, 2)
+        version >= (4, 2)
         and options.get("top_k_method") == "heap"
         and None not in options["k"]
         and max(options["k"]) < 100_000
