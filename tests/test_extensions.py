@@ -159,10 +159,11 @@ def test_tie_averaging_changes_only_tied_lists(spark):
 
 
 def test_tie_averaged_gains_are_the_mean_of_each_run_of_equal_keys(spark):
-    """The one-pass average against plain Python, on lists in position order (keys ascending)."""
+    """The run averages against plain Python, on lists in position order (keys ascending)."""
     rng = np.random.default_rng(11)
-    rows = [(0, None, None), (1, [], []), (2, [-0.0, 0.0], [1.0, 0.0]), (3, [5.0] * 40, [float(g) for g in range(40)])]
-    for u in range(4, 200):
+    rows = [(0, None, None), (1, [], []), (2, [-0.0, 0.0], [1.0, 0.0]), (3, [5.0] * 40, [float(g) for g in range(40)]),
+            (4, [1.0, 1.0] + [float(x) for x in range(2, 3000)], [0.5] * 1000 + [1.0] * 2000)]
+    for u in range(5, 200):
         n = int(rng.integers(1, 30))
         keys = sorted(float(x) for x in rng.choice([-2.0, -1.0, -0.5, 0.0, 0.25, 3.0], size=n))
         rows.append((u, keys, [float(g) for g in rng.choice([0.0, 1.0, 3.0, 0.1 * u], size=n)]))
@@ -181,7 +182,7 @@ def test_tie_averaged_gains_are_the_mean_of_each_run_of_equal_keys(spark):
         return out
 
     schema = "u int, o array<double>, g array<double>"
-    got = spark.createDataFrame(rows, schema).selectExpr("u", f"{core.tie_averaged('g', 'o', 'double')} AS g")
+    got = spark.createDataFrame(rows, schema).selectExpr("u", f"{core.tie_averaged('g', 'o')} AS g")
     expected = spark.createDataFrame([(u, averaged(o, g)) for u, o, g in rows], "u int, g array<double>")
     assert_df_equality(got, expected, ignore_nullable=True)
 
