@@ -330,7 +330,8 @@ def recommendation_lists(ranked: DataFrame, opts: EvaluationOptions, keep_order:
     The lists are collected as arrays of primitives (a list of structs costs about twice as
     much to aggregate). collect_list order is not defined after a shuffle, so the positions are
     collected alongside and checked against 1..n; only a list that arrives out of order pays
-    for an explicit sort by position.
+    for an explicit sort by position. ``keep_order`` also returns the ordering keys (``ORDERS``)
+    in position order; rank columns and tie averaging always do.
     """
     keep_order = keep_order or bool(opts.rank_col) or opts.ties == "average"
     positions, items, orders = "__ndcg_positions", "__ndcg_items_raw", "__ndcg_orders_raw"
@@ -460,8 +461,8 @@ def heap_items_in_order(items: str, orders: str, k: int, tie_break: str) -> str:
     top = f"slice({items}, 1, {k})"
     if k < 2:
         return top
-    n = f"least(size({orders}), {k})"
-    tied = f"exists(sequence(2, {n}), t_i -> {orders}[t_i - 2] = {orders}[t_i - 1])"
+    # The keys are in order, so a repeated key among the first k is a tie there.
+    tied = has_repeats(f"slice({orders}, 1, {k})")
     # The comparator's result when the left item is the smaller / the larger one.
     smaller, larger = ("-1", "1") if tie_break == "item_ascending" else ("1", "-1")
     compare = (
@@ -470,7 +471,7 @@ def heap_items_in_order(items: str, orders: str, k: int, tie_break: str) -> str:
     )
     pairs = f"zip_with({orders}, {items}, (t_o, t_x) -> named_struct('o', t_o, 'i', t_x))"
     resorted = f"transform(slice(array_sort({pairs}, {compare}), 1, {k}), t_p -> t_p.i)"
-    return f"CASE WHEN {n} >= 2 AND {tied} THEN {resorted} ELSE {top} END"
+    return f"CASE WHEN {tied} THEN {resorted} ELSE {top} END"
 
 
 def _heap_bucket(keys: list) -> str:
@@ -523,11 +524,7 @@ def heap_top_k_lists(recs: DataFrame, opts: EvaluationOptions) -> DataFrame:
     candidates = heap_candidates(recs, opts)
     bitmap = F.broadcast(unsure_bitmap(candidates, keys))
     items = heap_items_in_order(HEAP_ITEMS, HEAP_ORDERS, k, opts.tie_break)
-    sure = (
-        candidates.filter(f"NOT {HEAP_UNSURE}")
-        .selectExpr(*keys, f"{items} AS {ITEMS}")
-        .selectExpr(*keys, ITEMS, f"{repeat_count(ITEMS)} AS {DUP_RECS}")
-    )
+    sure = candidates.filter(f"NOT {HEAP_UNSURE}").selectExpr(*keys, f"{items} AS {ITEMS}")
     windowed = (
         recs.join(bitmap, in_bitmap(keys), "left_semi")
         .transform(with_position, opts)
@@ -535,9 +532,8 @@ def heap_top_k_lists(recs: DataFrame, opts: EvaluationOptions) -> DataFrame:
         .transform(recommendation_lists, opts, keep_order=True)
         .filter(tie_at_cut(ORDERS, k))
         .selectExpr(*keys, f"slice({ITEMS}, 1, {k}) AS {ITEMS}")
-        .selectExpr(*keys, ITEMS, f"{repeat_count(ITEMS)} AS {DUP_RECS}")
     )
-    return sure.unionByName(windowed)
+    return sure.unionByName(windowed).selectExpr(*keys, ITEMS, f"{repeat_count(ITEMS)} AS {DUP_RECS}")
 
 
 def relevance_lists(rel: DataFrame, opts: EvaluationOptions) -> DataFrame:

@@ -133,6 +133,14 @@ def test_heap_lists_do_not_depend_on_the_order_ties_arrive_in(spark):
     rng = random.Random(11)
     rows = [(u, i, float(rng.choice([1, 2, 3]))) for u in range(40) for i in rng.sample(range(30), rng.randrange(1, 9))]
     recs = spark.createDataFrame(rows, "user_id int, item_id int, score double")
+    selected, opts, _, _ = lists_both_ways(recs, k=[4])
+    candidates_df = core.heap_candidates(selected, opts)
+    flagged = candidates_df.filter(core.HEAP_UNSURE).count()
+    # Users of both kinds: a tie at the cut (window), and a tie inside the top k only (heap, re-sorted).
+    tie_inside = candidates_df.filter(
+        f"NOT {core.HEAP_UNSURE} AND size(array_distinct(slice({core.HEAP_ORDERS}, 1, 4))) < least(size({core.HEAP_ORDERS}), 4)"
+    ).count()
+    assert 0 < flagged < 40 and tie_inside > 0
     lists = []
     for partitions, seed in ((1, 1), (4, 2), (7, 3)):
         shuffled = recs.orderBy(F.rand(seed)).repartition(partitions)
