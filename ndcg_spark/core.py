@@ -36,9 +36,11 @@ from ndcg_spark.functions import (
     array_size,
     discount,
     first_occurrence_only,
+    first_occurrences,
     gain,
     has_repeats,
     ident,
+    occurrence_order,
     repeat_count,
     string_literal,
 )
@@ -76,6 +78,8 @@ HIT_TERMS = "__ndcg_hit_terms"
 N_REL_BINARY = "__ndcg_relevant_binary"
 ARRAY_RANK = "__ndcg_array_rank"
 TIE_RANK = "__ndcg_tie_rank"
+OCCURRENCES = "__ndcg_occurrences"
+FIRSTS = "__ndcg_first_occurrences"
 
 #: Companion metrics (``companion_metrics=True``), in per_user and (as means) in summary.
 COMPANION_COLUMNS = ("precision", "recall", "ap", "rr", "hit")
@@ -603,19 +607,23 @@ def with_gains(joined: DataFrame, opts: EvaluationOptions) -> DataFrame:
         # Tied rows past the largest k were kept for their gains only; they are not recommendations.
         n = f"least({n}, {int(opts.largest_k)})"
     extra = []
-    # recommendation_lists counted the repeats already (null: the user has no list).
-    any_repeat = f"coalesce({DUP_RECS}, 0) > 0"
-    if opts.ties == "average":
-        gains = first_occurrence_only(
-            f"transform({ITEMS}, g_x -> {gain(relevance_of('g_x'), opts.gain)})", ITEMS, any_repeat
+    if opts.ties == "average" or opts.companion_metrics:
+        # Which positions hold an item's first occurrence, for the lists with a repeat only
+        # (recommendation_lists counted the repeats already; null: the user has no list). Each
+        # step in a projection of its own: the next one reads it more than once.
+        order = f"CASE WHEN coalesce({DUP_RECS}, 0) > 0 THEN {occurrence_order(ITEMS)} END"
+        joined = joined.selectExpr("*", f"{order} AS {OCCURRENCES}").selectExpr(
+            "*", f"{first_occurrences(OCCURRENCES)} AS {FIRSTS}"
         )
+    if opts.ties == "average":
+        gains = first_occurrence_only(f"transform({ITEMS}, g_x -> {gain(relevance_of('g_x'), opts.gain)})", FIRSTS)
         # The gains in a projection of their own: tie_averaged reads them more than once.
         joined = joined.selectExpr("*", f"{gains} AS {RAW_GAINS}")
         averaged = tie_averaged(RAW_GAINS, ORDERS)
         extra.append(f"coalesce({averaged}, CAST(array() AS array<double>)) AS {GAINS}")
     if opts.companion_metrics:
         hits = first_occurrence_only(
-            f"transform({ITEMS}, h_x -> CAST({is_relevant(relevance_of('h_x'), opts)} AS DOUBLE))", ITEMS, any_repeat
+            f"transform({ITEMS}, h_x -> CAST({is_relevant(relevance_of('h_x'), opts)} AS DOUBLE))", FIRSTS
         )
         extra += [
             f"filter(transform({hits}, (h_h, h_i) -> CASE WHEN h_h > 0 THEN h_i + 1 END), h_p -> h_p IS NOT NULL) AS {HITS}",

@@ -13,8 +13,6 @@ always go through :func:`ident`, and literal strings through :func:`string_liter
 
 from __future__ import annotations
 
-from typing import Optional
-
 
 def ident(name: str) -> str:
     """A column name as a SQL identifier: back-quoted, so dots, spaces and backticks are literal."""
@@ -69,15 +67,39 @@ def has_repeats(values: str) -> str:
     return f"({repeat_count(values)} > 0)"
 
 
-def first_occurrence_only(values: str, items: str, any_repeat: Optional[str] = None) -> str:
-    """Zero each value whose item already appeared earlier in ``items`` (same length as ``values``).
+def occurrence_order(items: str) -> str:
+    """SQL: the elements of ``items`` as (x: item, i: 0-based position) structs, sorted by item, then
+    position: the occurrences of an item form a run, its first occurrence first.
 
-    A repeated recommendation keeps the gain of its best-ranked occurrence only, so no item gains
-    twice and NDCG cannot exceed 1. The quadratic scan only runs for lists that hold a repeat:
-    ``any_repeat`` (SQL) says which, where the caller already knows; else it is computed here.
+    Project it as a column of its own: :func:`first_occurrences` reads it three times.
     """
-    deduplicated = (
-        f"transform({values}, (fo_v, fo_i) -> "
-        f"CASE WHEN array_position({items}, {items}[fo_i]) = fo_i + 1 THEN fo_v ELSE 0.0D END)"
+    return f"array_sort(transform({items}, (fo_x, fo_i) -> named_struct('x', fo_x, 'i', fo_i)))"
+
+
+def first_occurrences(pairs: str) -> str:
+    """SQL: ``array<boolean>`` in position order, true where an item appears for the first time.
+
+    ``pairs`` is a column holding :func:`occurrence_order` of a non-empty list (or null, which
+    gives null). An element opens its item's run when its item differs from the one before it in
+    that order; sorting the flags back by position takes O(n log n), where looking each element
+    up among the earlier ones took O(n^2) (for one list of 80,000 with a repeat and
+    ``ties = "average"``: 7.2 s before, 2.0 s after, in a one-off script).
+    """
+    n = f"size({pairs})"
+    head = f"array(named_struct('i', {pairs}[0].i, 'f', true))"
+    rest = (
+        f"zip_with(slice({pairs}, 2, {n}), slice({pairs}, 1, {n} - 1), "
+        f"(fo_c, fo_p) -> named_struct('i', fo_c.i, 'f', fo_c.x <> fo_p.x))"
     )
-    return f"(CASE WHEN {any_repeat or has_repeats(items)} THEN {deduplicated} ELSE {values} END)"
+    return f"transform(array_sort(concat({head}, {rest})), fo_s -> fo_s.f)"
+
+
+def first_occurrence_only(values: str, firsts: str) -> str:
+    """Zero each value whose item already appeared earlier in its list.
+
+    ``firsts`` is a column of :func:`first_occurrences` for the list (null when the list holds no
+    repeat: ``values`` is then returned as it is). A repeated recommendation keeps the gain of its
+    best-ranked occurrence only, so no item gains twice and NDCG cannot exceed 1.
+    """
+    deduplicated = f"zip_with({values}, {firsts}, (fo_v, fo_f) -> CASE WHEN fo_f THEN fo_v ELSE 0.0D END)"
+    return f"(CASE WHEN {firsts} IS NULL THEN {values} ELSE {deduplicated} END)"

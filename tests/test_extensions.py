@@ -187,6 +187,39 @@ def test_tie_averaged_gains_are_the_mean_of_each_run_of_equal_keys(spark):
     assert_df_equality(got, expected, ignore_nullable=True)
 
 
+def test_first_occurrences_flag_each_item_once_in_position_order(spark):
+    """first_occurrences / first_occurrence_only against plain Python, incl. a 5,000-long list."""
+    from ndcg_spark.functions import first_occurrence_only, first_occurrences, occurrence_order
+
+    rng = np.random.default_rng(5)
+    rows = [(0, None), (1, ["a", "b"]), (2, ["a", "a"]), (3, ["b", "a", "b", "c", "a", "a"]),
+            (4, [f"i{int(x)}" for x in rng.integers(0, 3000, size=5000)])]
+    rows += [(u, [f"i{int(x)}" for x in rng.integers(0, 6, size=int(rng.integers(2, 12)))]) for u in range(5, 80)]
+
+    def firsts(items):
+        if items is None:
+            return None
+        seen, out = set(), []
+        for x in items:
+            out.append(x not in seen)
+            seen.add(x)
+        return out
+
+    df = spark.createDataFrame([(u, x, None if x is None else [float(i + 1) for i in range(len(x))]) for u, x in rows],
+                               "u int, x array<string>, v array<double>")
+    got = (
+        df.selectExpr("u", "v", f"{occurrence_order('x')} AS p")
+        .selectExpr("u", "v", f"{first_occurrences('p')} AS f")
+        .selectExpr("u", "f", f"{first_occurrence_only('v', 'f')} AS v")
+    )
+    expected = spark.createDataFrame(
+        [(u, firsts(x), None if x is None else [float(i + 1) if f else 0.0 for i, f in enumerate(firsts(x))]) for u, x in rows],
+        "u int, f array<boolean>, v array<double>",
+    )
+    assert sum(1 for _, x in rows if x and len(set(x)) < len(x)) > 50
+    assert_df_equality(got.orderBy("u"), expected.orderBy("u"), ignore_nullable=True)
+
+
 # ----------------------------------------------------------------------------- ALS output
 
 
