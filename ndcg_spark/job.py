@@ -273,7 +273,7 @@ def main(spark, config: JobConfig) -> Dict[str, Any]:
     from ndcg_spark.core import evaluate
     from ndcg_spark.report import ndcg_histogram
     from ndcg_spark.report import render as render_report
-    from ndcg_spark.validation import validate
+    from ndcg_spark.validation import count_rows
 
     started = time.time()
     # Let adaptive execution coalesce the partitions of the cached per-user frame, or a small
@@ -285,11 +285,13 @@ def main(spark, config: JobConfig) -> Dict[str, Any]:
     attributes = None
     if config.user_attributes:
         attributes = read_table(spark, config.user_attributes, config.format, "user attributes")
-    options = dataclasses.asdict(config.options)
-    reports = validate(recs, rel, **options)
+    recs, options = as_rows(recs, dataclasses.asdict(config.options))
+    read = count_rows(recs, rel, **options)
     result = evaluate(recs, rel, user_attributes=attributes, **options).persist()
     part = config.partition_spec
     try:
+        # Computed (and cached) before anything is written, so bad input leaves the output as it was.
+        explain_input_errors(lambda: result.scored.count(), [recs], rel, options)
         write_table(result.per_user, os.path.join(config.output, "per_user"), part)
         summary_df = result.summary
         write_table(summary_df, os.path.join(config.output, "summary"), part)
@@ -305,7 +307,7 @@ def main(spark, config: JobConfig) -> Dict[str, Any]:
             _write_text(spark, manifest_dir(config), "report.html", page)
     finally:
         result.unpersist()
-    rows = account_rows({t: r.rows for t, r in reports.items()}, rejected, sums)
+    rows = account_rows(read, rejected, sums)
     means = {m["k"]: m["mean_ndcg"] for m in metrics}
     gates = [
         {"k": k, "threshold": t, "mean_ndcg": means.get(k), "passed": means.get(k) is not None and means[k] >= t}
@@ -317,12 +319,41 @@ def main(spark, config: JobConfig) -> Dict[str, Any]:
         "quality_gates": gates,
         "partition": dict([part]) if part else None,
         "settings": config.to_dict(),
-        "input_rows": {t: r.rows for t, r in reports.items()},
+        "input_rows": read,
         "spark_version": spark.version,
         "duration_seconds": round(time.time() - started, 3),
     }
     _write_manifest(spark, manifest_dir(config), manifest)
     return manifest
+
+
+def as_rows(recs, options: Dict[str, Any]):
+    """The recommendations in the 'rows' layout (ALS's 'array' layout exploded) and the options
+    that read them, so that the row counts and the checks see one row per recommendation."""
+    from ndcg_spark.core import recommendations_as_rows
+
+    rows, opts = recommendations_as_rows(recs, EvaluationOptions.from_mapping(options))
+    return rows, dataclasses.asdict(opts)
+
+
+def explain_input_errors(compute, recommendations: Sequence[Any], relevance, options: Dict[str, Any]):
+    """Run ``compute``; when a bad input row stops it, raise :func:`validate`'s message instead.
+
+    The library's checks stop at the first bad row they meet and name it; only then is each table
+    read again by ``validate``, which counts every problem and names up to five examples. So input
+    that is fine is read once.
+    """
+    from ndcg_spark.validation import validate
+
+    try:
+        return compute()
+    except NdcgError:
+        raise
+    except Exception as exc:
+        if INPUT_ERROR_TAG in str(exc):
+            for recs in recommendations:
+                validate(recs, relevance, **options)
+        raise
 
 
 def compare_main(spark, config: JobConfig) -> Dict[str, Any]:
@@ -331,7 +362,7 @@ def compare_main(spark, config: JobConfig) -> Dict[str, Any]:
     from pyspark.sql import functions as F
 
     from ndcg_spark.compare import compare
-    from ndcg_spark.validation import validate
+    from ndcg_spark.validation import count_rows
 
     started = time.time()
     check_output(config.output)
@@ -347,16 +378,24 @@ def compare_main(spark, config: JobConfig) -> Dict[str, Any]:
         baseline, candidate = recs, read_table(spark, config.candidate, config.format, "candidate")
     attributes = read_table(spark, config.user_attributes, config.format, "user attributes") if config.user_attributes else None
     options = dataclasses.asdict(config.options)
-    reports = {name: validate(df, rel, **options) for name, df in (("baseline", baseline), ("candidate", candidate))}
+    baseline, options = as_rows(baseline, options)
+    candidate, _ = as_rows(candidate, dataclasses.asdict(config.options))
+    read = {name: count_rows(df, rel, **options) for name, df in (("baseline", baseline), ("candidate", candidate))}
     result = compare(baseline, candidate, rel, user_attributes=attributes, **options)
-    write_table(result.per_user, os.path.join(config.output, "per_user"), config.partition_spec)
-    rows = result.report()
+    per_user = result.per_user.persist()
+    try:
+        # Computed (and cached) before anything is written, so bad input leaves the output as it was.
+        explain_input_errors(per_user.count, [baseline, candidate], rel, options)
+        write_table(per_user, os.path.join(config.output, "per_user"), config.partition_spec)
+        rows = result.report()
+    finally:
+        per_user.unpersist()
     if rows:
         write_table(spark.createDataFrame(rows), os.path.join(config.output, "comparison"), config.partition_spec)
     manifest = {
         "comparison": rows,
         "settings": config.to_dict(),
-        "input_rows": {name: {t: r.rows for t, r in rep.items()} for name, rep in reports.items()},
+        "input_rows": read,
         "spark_version": spark.version,
         "duration_seconds": round(time.time() - started, 3),
     }

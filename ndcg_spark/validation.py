@@ -264,6 +264,31 @@ def validate_table(df: DataFrame, table: str, opts: EvaluationOptions) -> TableR
     return report
 
 
+def count_rows(recommendations: DataFrame, relevance: DataFrame, **options) -> Dict[str, int]:
+    """The schema checks of :func:`validate`, then each table's row count; an empty table raises.
+
+    What the job needs before it computes anything: the row rules are enforced while the figures
+    are computed (``guard_rows`` and the checks on the per-user lists), so the full pass of
+    :func:`validate` is only needed to explain a failure (every problem counted, with examples).
+
+    Returns
+    -------
+    dict
+        ``{"recommendations": rows, "relevance": rows}``.
+    """
+    opts = EvaluationOptions.from_mapping(options)
+    tables = (("recommendations", recommendations), ("relevance", relevance))
+    for table, df in tables:
+        check_schema(df, table, opts)
+    check_key_types(recommendations, relevance, opts)
+    rows = {}
+    for table, df in tables:
+        rows[table] = df.count()
+        if rows[table] == 0:
+            raise InputDataError(f"{table} table is empty")
+    return rows
+
+
 def validate(recommendations: DataFrame, relevance: DataFrame, **options) -> Dict[str, TableReport]:
     """Check both tables and raise :class:`InputDataError` on the first problem found.
 

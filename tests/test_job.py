@@ -243,3 +243,29 @@ def test_run_date_reruns_replace_only_their_partition(spark, suite_inputs, tmp_p
     assert "quality gate failed: mean NDCG@10" in capsys.readouterr().err
     assert (out / "_manifests" / "run_date=2026-11-22" / "summary.json").exists()
     assert per_user("2026-11-22").count() > 0
+
+
+def test_job_reads_the_als_array_layout(spark, tmp_path):
+    """recommendations_layout = "array" (ALSModel.recommendForAllUsers output) through the job:
+    the rows counted and accounted for are the recommendations inside the arrays (the job used to
+    check the array table's own columns and stop with 'no column movieId')."""
+    recs = spark.createDataFrame(
+        [(1, [(5, 0.9), (6, 0.5), (5, 0.1)]), (2, [(7, 0.3)]), (3, [])],
+        "userId int, recommendations array<struct<movieId: int, rating: float>>",
+    )
+    rel = spark.createDataFrame([(1, 6, 4.0), (2, 7, 3.0), (2, 8, 5.0), (4, 9, 1.0)], "userId int, movieId int, rating double")
+    out = tmp_path / "out"
+    options = dict(recommendations_layout="array", user_col="userId", item_col="movieId", score_col="rating",
+                   relevance_col="rating", k=[3])
+    flags = [f"--{key.replace('_', '-')}={value if key != 'k' else '3'}" for key, value in options.items()]
+    code = run(["--recommendations", _write(recs, tmp_path / "recs"), "--relevance", _write(rel, tmp_path / "rel"),
+                "--output", str(out), "--report", "false", *flags])
+    assert code == EXIT_OK
+    manifest = _manifest(out)
+    assert manifest["input_rows"] == {"recommendations": 4, "relevance": 4}
+    assert manifest["rows"]["recommendations"]["read"] == 4
+    assert manifest["rows"]["recommendations"]["set_aside"]["repeated item (slot kept, no gain)"] == 1
+    expected = evaluate(recs, rel, **options).per_user.orderBy("userId", "k")
+    got = spark.read.parquet(str(out / "per_user")).select(*expected.columns).orderBy("userId", "k")
+    assert got.count() == 3  # users 1, 2 and 4 (3's array is empty and it has no judgements)
+    assert_df_equality(got, expected, ignore_nullable=True)

@@ -98,6 +98,26 @@ def test_row_problems_through_the_command_line(spark, tmp_path, capsys, case):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("case", ["null score", "duplicate relevance"])
+def test_bad_input_leaves_the_previous_output_as_it_was(spark, tmp_path, capsys, case):
+    """The job reads its input once when it is fine: the figures are computed before anything is
+    written, so a bad row found while computing them stops the run with the full message and the
+    previous output untouched."""
+    recs, rel = _tables(spark)
+    code, out = _run_cli(spark, tmp_path, recs, rel)
+    assert code == EXIT_OK
+    before = {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    assert any(str(p).startswith("per_user") for p in before) and (out / "summary.json").exists()
+    spec = ROW_CASES[case]
+    bad_recs, bad_rel = _tables(spark, spec.get("recs"), spec.get("rel"))
+    capsys.readouterr()
+    code, out = _run_cli(spark, tmp_path, bad_recs, bad_rel)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == EXIT_INPUT and len(err) == 1 and spec["words"] in err[0]
+    after = {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    assert after == before
+
+
 @pytest.mark.parametrize(
     "recs_schema, rel_schema, words",
     [
