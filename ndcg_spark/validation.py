@@ -264,6 +264,15 @@ def validate_table(df: DataFrame, table: str, opts: EvaluationOptions) -> TableR
     return report
 
 
+def check_schemas(recommendations: DataFrame, relevance: DataFrame, opts: EvaluationOptions) -> List[Tuple[str, DataFrame]]:
+    """:func:`check_schema` of both tables and :func:`check_key_types`; returns the (name, table) pairs."""
+    tables = [("recommendations", recommendations), ("relevance", relevance)]
+    for table, df in tables:
+        check_schema(df, table, opts)
+    check_key_types(recommendations, relevance, opts)
+    return tables
+
+
 def count_rows(recommendations: DataFrame, relevance: DataFrame, **options) -> Dict[str, int]:
     """The schema checks of :func:`validate`, then each table's row count; an empty table raises.
 
@@ -277,12 +286,8 @@ def count_rows(recommendations: DataFrame, relevance: DataFrame, **options) -> D
         ``{"recommendations": rows, "relevance": rows}``.
     """
     opts = EvaluationOptions.from_mapping(options)
-    tables = (("recommendations", recommendations), ("relevance", relevance))
-    for table, df in tables:
-        check_schema(df, table, opts)
-    check_key_types(recommendations, relevance, opts)
     rows = {}
-    for table, df in tables:
+    for table, df in check_schemas(recommendations, relevance, opts):
         rows[table] = df.count()
         if rows[table] == 0:
             raise InputDataError(f"{table} table is empty")
@@ -304,10 +309,7 @@ def validate(recommendations: DataFrame, relevance: DataFrame, **options) -> Dic
     """
     opts = EvaluationOptions.from_mapping(options)
     reports = {}
-    for table, df in (("recommendations", recommendations), ("relevance", relevance)):
-        check_schema(df, table, opts)
-    check_key_types(recommendations, relevance, opts)
-    for table, df in (("recommendations", recommendations), ("relevance", relevance)):
+    for table, df in check_schemas(recommendations, relevance, opts):
         report = validate_table(df, table, opts)
         if report.rows == 0:
             raise InputDataError(f"{table} table is empty")
