@@ -380,7 +380,8 @@ def compare_main(spark, config: JobConfig) -> Dict[str, Any]:
     options = dataclasses.asdict(config.options)
     baseline, options = as_rows(baseline, options)
     candidate, _ = as_rows(candidate, dataclasses.asdict(config.options))
-    read = {name: count_rows(df, rel, **options) for name, df in (("baseline", baseline), ("candidate", candidate))}
+    read = {"baseline": count_rows(baseline, rel, **options)}
+    read["candidate"] = count_rows(candidate, rel, relevance_rows=read["baseline"]["relevance"], **options)
     result = compare(baseline, candidate, rel, user_attributes=attributes, **options)
     per_user = result.per_user.persist()
     try:

@@ -273,12 +273,15 @@ def check_schemas(recommendations: DataFrame, relevance: DataFrame, opts: Evalua
     return tables
 
 
-def count_rows(recommendations: DataFrame, relevance: DataFrame, **options) -> Dict[str, int]:
+def count_rows(
+    recommendations: DataFrame, relevance: DataFrame, *, relevance_rows: Optional[int] = None, **options
+) -> Dict[str, int]:
     """The schema checks of :func:`validate`, then each table's row count; an empty table raises.
 
     What the job needs before it computes anything: the row rules are enforced while the figures
     are computed (``guard_rows`` and the checks on the per-user lists), so the full pass of
     :func:`validate` is only needed to explain a failure (every problem counted, with examples).
+    ``relevance_rows``, when the relevance table was counted already, is not counted again.
 
     Returns
     -------
@@ -288,7 +291,7 @@ def count_rows(recommendations: DataFrame, relevance: DataFrame, **options) -> D
     opts = EvaluationOptions.from_mapping(options)
     rows = {}
     for table, df in check_schemas(recommendations, relevance, opts):
-        rows[table] = df.count()
+        rows[table] = relevance_rows if table == "relevance" and relevance_rows is not None else df.count()
         if rows[table] == 0:
             raise InputDataError(f"{table} table is empty")
     return rows
