@@ -113,3 +113,43 @@ def test_unrolled_sums_equal_the_exploded_rows_bit_for_bit(spark, random_tables,
     assert "Generate explode" not in unrolled._jdf.queryExecution().executedPlan().toString()
     assert unrolled.count() >= 50 * len(cutoffs)
     assert_df_equality(unrolled, exploded)
+
+
+@pytest.mark.parametrize(
+    "k, ideal_1",
+    [([10], [3.0, 2.0, 2.0]), ([2], [3.0, 2.0]), ([None], [3.0, 2.0, 2.0])],
+)
+def test_relevance_lists_ideal_holds_the_grades_above_zero_largest_first(spark, k, ideal_1):
+    """The building block alone: the ideal list is cut at the largest k and has no 0 grades
+    (a 0 adds nothing to IDCG); the judged lists keep every row, 0 grades included."""
+    from ndcg_spark import core
+    from ndcg_spark.options import EvaluationOptions
+
+    rel = spark.createDataFrame(
+        [(1, "a", 2.0), (1, "b", 0.0), (1, "c", 3.0), (1, "d", 2.0), (2, "e", 0.0), (2, "f", 0.0), (3, "g", 1.0)],
+        "user_id int, item_id string, relevance double",
+    )
+    opts = EvaluationOptions.from_mapping({"k": k})
+    lists = core.relevance_lists(core.select_relevance(rel, opts, item_type=rel.schema["item_id"].dataType), opts)
+    # collect_list order is not defined after the shuffle: the judged pairs are compared sorted.
+    actual = lists.select(
+        "user_id",
+        F.array_sort(F.arrays_zip(core.JUDGED_ITEMS, core.JUDGED_RELEVANCE)).alias("judged"),
+        F.col(core.IDEAL).alias("ideal"),
+        "n_relevant",
+        F.col(core.DUP_REL).alias("repeats"),
+        F.col(core.JUDGED_ROWS).alias("rows"),
+    )
+    judged = {
+        1: [("a", 2.0), ("b", 0.0), ("c", 3.0), ("d", 2.0)],
+        2: [("e", 0.0), ("f", 0.0)],
+        3: [("g", 1.0)],
+    }
+    ideal = {1: ideal_1, 2: [], 3: [1.0]}
+    n_relevant = {1: 3, 2: 0, 3: 1}
+    pairs = f"array<struct<{core.JUDGED_ITEMS}: string, {core.JUDGED_RELEVANCE}: double>>"
+    expected = spark.createDataFrame(
+        [(u, judged[u], ideal[u], n_relevant[u], 0, len(judged[u])) for u in (1, 2, 3)],
+        f"user_id int, judged {pairs}, ideal array<double>, n_relevant int, repeats int, rows int",
+    )
+    assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
