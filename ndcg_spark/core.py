@@ -541,8 +541,8 @@ def heap_top_k_lists(recs: DataFrame, opts: EvaluationOptions) -> DataFrame:
 
 
 def relevance_lists(rel: DataFrame, opts: EvaluationOptions) -> DataFrame:
-    """One row per user: the judged items with a grade above 0 and their grades (parallel
-    arrays), the ideal list (those grades, largest first, at most the largest k), counts.
+    """One row per user: judged items and their relevance (parallel arrays), the ideal list (the
+    grades above 0, largest first, at most the largest k), counts.
 
     With ``duplicate_relevance = "max"`` repeated (user, item) rows are first merged by an
     aggregation (their largest relevance); otherwise a repeat raises an input error.
@@ -574,17 +574,15 @@ def relevance_lists(rel: DataFrame, opts: EvaluationOptions) -> DataFrame:
         hint = string_literal("; set duplicate_relevance = \"max\" to keep the largest relevance")
         error = f"raise_error(concat({message}, CAST({user} AS STRING), {hint}))"
         checked_items = f"CASE WHEN {n_repeats} > 0 THEN {error} ELSE {items} END"
-    # The relevance reaching here is never negative or NaN (the row rules reject it, or it was
-    # clipped to 0), so the grades above 0 are the ones that are not 0. Only those are kept for
-    # the metric: a judged 0 gains what an unjudged item gains (relevance_of), a 0 grade adds a
-    # 0.0 term to a sum (x + 0.0 == x, the same bits), and the hits, the lookups and the
-    # exploded sums all shrink with the lists (relevance tables are often mostly 0 grades).
-    # The repeat check and the row count above read every judged row.
     positive = f"array_remove({rels}, 0.0D)"
     return per_user.selectExpr(
         user,
-        f"filter({checked_items}, (j_x, j_i) -> {rels}[j_i] > 0.0D) AS {JUDGED_ITEMS}",
-        f"{positive} AS {JUDGED_RELEVANCE}",
+        f"{checked_items} AS {JUDGED_ITEMS}",
+        f"{rels} AS {JUDGED_RELEVANCE}",
+        # The relevance reaching here is never negative or NaN (the row rules reject it, or it
+        # was clipped to 0), so the grades above 0 are the ones that are not 0. The ideal list
+        # holds those only: a 0 grade adds a 0.0 term (x + 0.0 == x, the same bits), and the
+        # exploded sums make a row per element (relevance tables are often mostly 0 grades).
         f"{_top(f'sort_array({positive}, false)', opts)} AS {IDEAL}",
         f"size({positive}) AS n_relevant",
         *([N_REL_BINARY] if opts.companion_metrics else []),
