@@ -95,6 +95,15 @@ def test_duplicate_relevance_is_an_error_by_default(spark, edge_tables):
     assert "more than one row for a (user_id, item_id) pair, e.g. user_id=1" in str(info.value)
 
 
+def test_a_repeated_judgement_with_grade_zero_is_an_error_too(spark, edge_tables):
+    """A 0 grade gains nothing, but the repeat check reads every judged row."""
+    recs, rel = edge_tables
+    duplicated = rel.union(spark.createDataFrame([(9, "z", 0.0), (9, "z", 0.0)], rel.schema))
+    with pytest.raises((PySparkException, Py4JJavaError)) as info:
+        evaluate(recs, duplicated, k=[2]).summary.collect()
+    assert "more than one row for a (user_id, item_id) pair, e.g. user_id=9" in str(info.value)
+
+
 def test_duplicate_relevance_max_keeps_largest(spark, edge_tables):
     recs, rel = edge_tables
     duplicated = rel.union(spark.createDataFrame([(1, "b", 3.0), (1, "c", 0.5)], rel.schema))
