@@ -69,3 +69,32 @@ def test_top_k_methods_script_runs_and_both_methods_agree(spark, tmp_path):
     checks = {line.split()[0]: line.split()[-2:] for line in lines if line.split()[:1] in (["b_heap"], ["b_window"], ["d"])}
     assert set(checks) == {"b_heap", "b_window", "d"}
     assert checks["b_heap"] == checks["b_window"] and checks["b_heap"][1] == "users=100"
+
+
+TIMELINE = BENCH.parent / "timeline.py"
+
+
+def test_timeline_script_splits_each_run_into_phases_that_add_up(tmp_path):
+    out_json = tmp_path / "timeline.json"
+    cmd = [
+        sys.executable, str(TIMELINE), "--variants", "b,d",
+        "--users", "100", "--list-length", "8", "--relevant", "4",
+        "--repeat", "1", "--warmup", "0", "--shuffle-partitions", "2", "--driver-memory", "1g",
+        "--data-dir", str(tmp_path / "data"), "--json", str(out_json),
+    ]
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}"
+
+    header = next(line for line in proc.stdout.splitlines() if line.split()[:1] == ["read"])
+    assert header.split() == ["read", "build", "plan", "data", "tail", "total"]
+    assert {line.split()[0] for line in proc.stdout.splitlines() if line[:5].strip() in ("b", "d", "b - d")} >= {"b", "d"}
+    report = json.loads(out_json.read_text())
+    assert set(report["runs"]) == {"b", "d"}
+    for runs in report["runs"].values():
+        (run,) = runs
+        phases = [run[name] for name in ("read", "build", "plan", "data", "tail")]
+        assert all(value >= 0 for value in phases), run
+        assert abs(sum(phases) - run["total"]) < 1e-6, run
+        # Every stage counted for the run started after its DataFrame was built.
+        assert run["stages"] and min(s["submitted"] for s in run["stages"]) >= run["read"] + run["build"] - 1e-6
