@@ -21,6 +21,7 @@ Usage (the same data options as ``bench.py``; its data are generated if missing)
 
     python benchmarks/timeline.py                       # (b) and (d), 200k users
     python benchmarks/timeline.py --variants a,b,b100,c,d --repeat 5 --users 400000
+    python benchmarks/timeline.py --top-k-method heap --stages   # (b) with the heap top-k
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -41,8 +42,12 @@ import bench  # noqa: E402
 PHASES = ("read", "build", "plan", "data", "tail", "total")
 
 
-def builders(spark, paths: Dict[str, str], k: int = 10) -> Dict[str, Callable[[], Tuple[Callable, Callable]]]:
-    """Per variant: a function that reads the tables and returns (build, run) for them."""
+def builders(spark, paths: Dict[str, str], k: int = 10, options: Optional[Dict[str, object]] = None
+             ) -> Dict[str, Callable[[], Tuple[Callable, Callable]]]:
+    """Per variant: a function that reads the tables and returns (build, run) for them.
+
+    ``options`` go to every ``evaluate`` call, as in ``bench.make_variants``.
+    """
     import ndcg_spark
     from pyspark.ml.evaluation import RankingEvaluator
 
@@ -52,7 +57,7 @@ def builders(spark, paths: Dict[str, str], k: int = 10) -> Dict[str, Callable[[]
     def ndcg(ks):
         def read():
             recs, rel = tables()
-            return (lambda: ndcg_spark.evaluate(recs, rel, k=ks).summary), (lambda df: df.collect())
+            return (lambda: ndcg_spark.evaluate(recs, rel, k=ks, **dict(options or {})).summary), (lambda df: df.collect())
 
         return read
 
@@ -136,7 +141,7 @@ def main(argv=None) -> int:
     spark = bench.session(args)
     spec = bench.DataSpec(args.users, args.list_length, args.relevant, seed=args.seed)
     paths = bench.generate(spark, spec, Path(args.data_dir), lambda m: print(m, flush=True))
-    makers = builders(spark, paths)
+    makers = builders(spark, paths, options=bench.evaluate_options(args))
     unknown = [n for n in names if n not in makers]
     if unknown:
         p.error(f"unknown variants {unknown}; choose from {', '.join(makers)}")
