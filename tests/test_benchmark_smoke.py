@@ -10,19 +10,24 @@ import sys
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench.py"
+#: The tiny data set and session settings every script below runs with.
+TINY = ["--repeat", "1", "--warmup", "0", "--shuffle-partitions", "2", "--driver-memory", "1g"]
+
+
+def run_script(script: Path, *args: str) -> subprocess.CompletedProcess:
+    """Run a benchmark script in its own Python and Spark; it must exit 0."""
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    proc = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}"
+    return proc
 
 
 def test_benchmark_script_runs_and_prints_ratios(tmp_path):
     out_json = tmp_path / "bench.json"
-    cmd = [
-        sys.executable, str(BENCH),
-        "--users", "200", "--list-length", "10", "--relevant", "5",
-        "--repeat", "1", "--warmup", "0", "--shuffle-partitions", "2", "--driver-memory", "1g",
+    proc = run_script(
+        BENCH, "--users", "200", "--list-length", "10", "--relevant", "5", *TINY,
         "--data-dir", str(tmp_path / "data"), "--json", str(out_json),
-    ]
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
-    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}"
+    )
 
     ratio_lines = [line for line in proc.stdout.splitlines() if line.startswith("ratio ")]
     for name in ("b/d", "c/b100", "b/a"):
@@ -56,10 +61,7 @@ def test_top_k_methods_script_runs_and_both_methods_agree(spark, tmp_path):
     rel = recs.filter("item_id % 3 = 0").selectExpr("user_id", "item_id", "CAST(item_id % 5 AS DOUBLE) AS relevance")
     recs.repartition(3).write.parquet(str(tmp_path / "recs"))
     rel.write.parquet(str(tmp_path / "rel"))
-    cmd = [sys.executable, str(TOP_K_METHODS), "--data", str(tmp_path), "--repeat", "1", "--warmup", "0", "--driver-memory", "1g"]
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
-    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}"
+    proc = run_script(TOP_K_METHODS, "--data", str(tmp_path), "--repeat", "1", "--warmup", "0", "--driver-memory", "1g")
 
     lines = proc.stdout.splitlines()
     assert (
@@ -76,15 +78,10 @@ TIMELINE = BENCH.parent / "timeline.py"
 
 def test_timeline_script_splits_each_run_into_phases_that_add_up(tmp_path):
     out_json = tmp_path / "timeline.json"
-    cmd = [
-        sys.executable, str(TIMELINE), "--variants", "b,d",
-        "--users", "100", "--list-length", "8", "--relevant", "4",
-        "--repeat", "1", "--warmup", "0", "--shuffle-partitions", "2", "--driver-memory", "1g",
+    proc = run_script(
+        TIMELINE, "--variants", "b,d", "--users", "100", "--list-length", "8", "--relevant", "4", *TINY,
         "--data-dir", str(tmp_path / "data"), "--json", str(out_json),
-    ]
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
-    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}"
+    )
 
     header = next(line for line in proc.stdout.splitlines() if line.split()[:1] == ["read"])
     assert header.split() == ["read", "build", "plan", "data", "tail", "total"]
