@@ -165,7 +165,8 @@ def build_parser(compare: bool = False) -> argparse.ArgumentParser:
     parser.add_argument("--verbose", action="store_true", help="Print Spark's stack trace on errors.")
     for f in dataclasses.fields(EvaluationOptions):
         flag = "--" + f.name.replace("_", "-")
-        help_text = f.metadata["help"] + f" (default: {_show_default(f.default)})"
+        # argparse %-formats help strings: a literal % (as in "95% interval") must be doubled.
+        help_text = (f.metadata["help"] + f" (default: {_show_default(f.default)})").replace("%", "%%")
         if f.type in (bool, "bool"):
             parser.add_argument(flag, dest=f.name, type=_parse_bool, metavar="true|false", help=help_text)
         else:
@@ -191,7 +192,10 @@ def parse_config(argv: Sequence[str], compare: bool = False) -> tuple[JobConfig,
     parser = build_parser(compare)
     try:
         args = parser.parse_args(list(argv))
-    except SystemExit as exc:  # argparse already printed its one-line reason
+    except SystemExit as exc:
+        if exc.code == 0:  # --help: argparse printed it; the command ends there, successfully
+            raise
+        # argparse already printed its one-line reason
         raise ConfigError("invalid command line (see the message above)") from exc
     values: Dict[str, Any] = {}
     if args.config:
@@ -593,6 +597,8 @@ def run(argv: Optional[Sequence[str]] = None) -> int:
     except BaseException as exc:  # noqa: BLE001 - every failure becomes one line and an exit code
         if isinstance(exc, KeyboardInterrupt):
             raise
+        if isinstance(exc, SystemExit) and exc.code == 0:  # --help was printed
+            return EXIT_OK
         code, message = classify_error(exc)
         if verbose:
             import traceback

@@ -121,6 +121,15 @@ def test_bad_flags_exit_2_with_one_line(suite_inputs, tmp_path, capsys, argv, co
     assert not out.exists()
 
 
+@pytest.mark.parametrize("argv", [["--help"], ["compare", "--help"]])
+def test_help_prints_every_option_and_exits_0(argv, capsys):
+    # Help strings go through argparse's %-formatting: a literal "95%" once made --help crash.
+    assert run(argv) == EXIT_OK
+    out, err = capsys.readouterr()
+    assert "--confidence-interval" in out and "95% interval" in out and "--zero-idcg" in out
+    assert err == ""
+
+
 def test_unknown_config_key_suggests_the_nearest(tmp_path, capsys):
     config = tmp_path / "job.toml"
     config.write_text('recomendations = "x"\n')
