@@ -31,6 +31,9 @@ from ndcg_spark.errors import (
 from ndcg_spark.options import EvaluationOptions, check_known_keys
 
 FORMATS = ("parquet", "csv", "json", "orc")
+#: Characters Spark escapes in partition directory names (and the space, which tools mangle).
+UNSAFE_PARTITION_CHARS = '"#%\'*/:=?\\{}[]^ '
+
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,11 @@ class JobConfig:
         key, sep, value = str(self.partition).partition("=")
         if not sep or not key.strip() or not value.strip() or "/" in value:
             raise ConfigError(f"partition = {self.partition!r} must look like key=value")
+        # The partition is written as the directory key=value: characters that Spark escapes in
+        # partition paths would be read back as another value.
+        unsafe = sorted(set(UNSAFE_PARTITION_CHARS) & set(key.strip() + value.strip()))
+        if unsafe:
+            raise ConfigError(f"partition = {self.partition!r} holds characters not allowed in a partition: {' '.join(unsafe)}")
         return (key.strip(), value.strip())
 
     @property
@@ -430,24 +438,23 @@ def format_comparison(rows: List[Dict[str, Any]], group_by: Sequence[str] = ()) 
 
 def manifest_dir(config: JobConfig) -> str:
     part = config.partition_spec
-    return config.output if part is None else os.path.join(config.output, "_manifests", f"{part[0]}={part[1]}")
+    return config.output if part is None else os.path.join(config.output, "_manifests", partition_directory(part))
 
 
 def write_table(df, path: str, partition: Optional[Tuple[str, str]]) -> None:
-    """Parquet; under a partition, replace that partition only (dynamic partition overwrite)."""
-    from pyspark.sql import functions as F
-
+    """Parquet; under a partition, replace that partition only, even with an empty frame."""
     if partition is None:
         df.write.mode("overwrite").parquet(path)
         return
-    key, value = partition
-    (
-        df.withColumn(key, F.lit(value))
-        .write.mode("overwrite")
-        .option("partitionOverwriteMode", "dynamic")
-        .partitionBy(key)
-        .parquet(path)
-    )
+    # Written straight into its directory, which Spark's partition discovery reads back as the
+    # column: a dynamic partition overwrite writes nothing for an empty frame (e.g. no rejected
+    # rows), which would leave a previous run's rows of that partition in place.
+    df.write.mode("overwrite").parquet(os.path.join(path, partition_directory(partition)))
+
+
+def partition_directory(partition: Tuple[str, str]) -> str:
+    """``key=value``, the directory Spark's partition discovery maps to the column ``key``."""
+    return "=".join(partition)
 
 
 def _write_rejected(spark, result, output: str, partition) -> Dict[str, Dict[str, int]]:
@@ -458,7 +465,7 @@ def _write_rejected(spark, result, output: str, partition) -> Dict[str, Dict[str
     for table, frame in result.rejected.items():
         path = os.path.join(output, "rejected", table)
         write_table(frame, path, partition)
-        written = spark.read.parquet(path if partition is None else os.path.join(path, "=".join(partition)))
+        written = spark.read.parquet(path if partition is None else os.path.join(path, partition_directory(partition)))
         for row in written.groupBy("reason").count().collect():
             counts[table][row["reason"]] = row["count"]
     return counts

@@ -110,6 +110,7 @@ def test_config_file_with_flags_overriding(spark, suite_inputs, tmp_path):
         (["--gain", "cubic"], EXIT_CONFIG, "gain = 'cubic' is not one of linear, exponential"),
         (["--format", "xls"], EXIT_CONFIG, "format = 'xls' is not one of"),
         (["--zero-idcg", "nan"], EXIT_CONFIG, "zero_idcg = 'nan' is not one of zero, exclude"),
+        (["--partition", "model=v:2"], EXIT_CONFIG, "partition = 'model=v:2' holds characters not allowed in a partition: :"),
     ],
 )
 def test_bad_flags_exit_2_with_one_line(suite_inputs, tmp_path, capsys, argv, code, words):

@@ -261,6 +261,32 @@ def test_quarantine_equals_clean_rows_alone_and_accounting_adds_up(spark, tmp_pa
     assert result.rejected["relevance"].count() == 11
 
 
+def test_quarantine_under_a_run_date_with_no_rejected_rows_and_reruns(spark, tmp_path):
+    # Day 1: two bad recommendation rows, no bad relevance row (an empty rejected table).
+    recs = spark.createDataFrame(GOOD_RECS + [(None, "z", 0.5), (3, "q", None)], RECS_SCHEMA)
+    rel = spark.createDataFrame(GOOD_REL, REL_SCHEMA)
+    flags = ("--on-invalid-rows", "quarantine", "--k", "2", "--run-date", "2026-11-21")
+    code, out = _run_cli(spark, tmp_path, recs, rel, *flags)
+    assert code == EXIT_OK
+
+    def rejected(table):
+        return spark.read.parquet(str(out / "rejected" / table)).filter("run_date = '2026-11-21'").drop("run_date")
+
+    expected = spark.createDataFrame([(None, "z", 0.5, "null_user"), (3, "q", None, "null_score")],
+                                     RECS_SCHEMA + ", reason string")
+    assert_df_equality(rejected("recommendations"), expected, ignore_row_order=True, ignore_nullable=True)
+    assert rejected("relevance").count() == 0
+    manifest = json.loads((out / "_manifests" / "run_date=2026-11-21" / "summary.json").read_text())
+    assert manifest["rows"]["relevance"] == {"read": 3, "used": 3, "set_aside": {"duplicates collapsed (max)": 0, "users excluded by a policy": 0}}
+    # A rerun of the same date on clean input leaves no rejected row of the first run behind.
+    code, out = _run_cli(spark, tmp_path, spark.createDataFrame(GOOD_RECS, RECS_SCHEMA), rel, *flags)
+    assert code == EXIT_OK
+    assert rejected("recommendations").count() == 0
+    manifest = json.loads((out / "_manifests" / "run_date=2026-11-21" / "summary.json").read_text())
+    assert manifest["rows"]["recommendations"]["read"] == 4
+    assert not any(k.startswith("invalid: ") for k in manifest["rows"]["recommendations"]["set_aside"])
+
+
 def test_accounting_counts_each_reason(spark, tmp_path):
     recs = spark.createDataFrame(
         [(1, "a", 0.9), (1, "a", 0.8), (1, "b", 0.7), (1, "c", 0.6), (2, "a", 0.5), (3, "a", 0.4)], RECS_SCHEMA
