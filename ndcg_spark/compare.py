@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from ndcg_spark.core import EXCLUDED, evaluate
+from ndcg_spark.core import EXCLUDED, evaluate, join_null_safe
 from ndcg_spark.options import EvaluationOptions
 from ndcg_spark.functions import ident
 
@@ -72,7 +72,8 @@ def compare(
                 F.lit(True).alias(f"__present_{name}"),
             )
         )
-    paired = sides[0].join(sides[1], on=keys, how="full")
+    # Null-safe: k is null for the whole list, and a segment value may be null.
+    paired = join_null_safe(sides[0], sides[1], keys, "full")
     n_relevant = F.coalesce(F.col("__n_relevant_baseline"), F.col("__n_relevant_candidate"))
     excluded = F.coalesce(F.col("__excluded_baseline"), F.lit(False)) | F.coalesce(
         F.col("__excluded_candidate"), F.lit(False)

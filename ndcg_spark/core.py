@@ -930,7 +930,7 @@ def summarize(scored: DataFrame, opts: EvaluationOptions) -> DataFrame:
     names = [a.rsplit(" AS ", 1)[1] for a in aggregates]
     at = names.index("std_ndcg") + 1
     if opts.confidence_interval == "bootstrap":
-        summary = summary.join(bootstrap_interval(scored, opts), on=[*opts.group_by, "k"], how="left")
+        summary = join_null_safe(summary, bootstrap_interval(scored, opts), [*opts.group_by, "k"], "left")
         interval = ["ndcg_ci_low", "ndcg_ci_high"]
     else:
         half = "(1.959963984540054D * std_ndcg / sqrt(CAST(users AS DOUBLE)))"
@@ -940,6 +940,32 @@ def summarize(scored: DataFrame, opts: EvaluationOptions) -> DataFrame:
     ordered = [F.col(c).asc_nulls_last() for c in keys]
     # A handful of rows: one partition sorted in place, where orderBy would sample the input in a job of its own.
     return summary.selectExpr(*columns).coalesce(1).sortWithinPartitions(*ordered)
+
+
+def join_null_safe(left: DataFrame, right: DataFrame, keys: list, how: str) -> DataFrame:
+    """``left.join(right, on=keys, how=how)`` where a null key matches a null key.
+
+    ``k`` is null for the whole-list cutoff and a segment value may be null: a plain equi-join
+    on such keys would never pair those rows. One column per key, as with ``on=keys``
+    (for a full join, the value of whichever side has the row).
+    """
+    renamed = right.select(
+        *[F.col(ident(c)).alias(f"__ndcg_right_{i}") for i, c in enumerate(keys)],
+        *[F.col(ident(c)) for c in right.columns if c not in keys],
+    )
+    condition = None
+    for i, c in enumerate(keys):
+        equal = F.col(ident(c)).eqNullSafe(F.col(f"__ndcg_right_{i}"))
+        condition = equal if condition is None else condition & equal
+    joined = left.join(renamed, on=condition, how=how)
+    if how in ("full", "outer", "full_outer", "fullouter"):
+        key_columns = [F.coalesce(F.col(ident(c)), F.col(f"__ndcg_right_{i}")).alias(c) for i, c in enumerate(keys)]
+    elif how in ("right", "right_outer", "rightouter"):
+        key_columns = [F.col(f"__ndcg_right_{i}").alias(c) for i, c in enumerate(keys)]
+    else:
+        key_columns = [F.col(ident(c)) for c in keys]
+    rest = [F.col(ident(c)) for c in joined.columns if c not in keys and not c.startswith("__ndcg_right_")]
+    return joined.select(*key_columns, *rest)
 
 
 def bootstrap_interval(scored: DataFrame, opts: EvaluationOptions) -> DataFrame:

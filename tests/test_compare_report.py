@@ -30,18 +30,21 @@ def two_models(spark):
     return baseline_df, candidate_df, rel_df
 
 
-def test_compare_matches_separate_evaluations_and_scipy(spark, two_models):
+# "all" (k null in the output) once failed to pair any user: a null key never equals a null key.
+@pytest.mark.parametrize("cutoffs", [[5, 10], [10, "all"]])
+def test_compare_matches_separate_evaluations_and_scipy(spark, two_models, cutoffs):
     baseline, candidate, rel = two_models
-    result = compare(baseline, candidate, rel, k=[5, 10])
+    result = compare(baseline, candidate, rel, k=cutoffs)
     report = {r["k"]: r for r in result.report()}
-    for k in (5, 10):
+    assert len(report) == len(cutoffs)
+    for k in cutoffs:
+        r = report[None if k == "all" else k]
         a = {r.user_id: r.ndcg for r in evaluate(baseline, rel, k=[k]).per_user.collect()}
         b = {r.user_id: r.ndcg for r in evaluate(candidate, rel, k=[k]).per_user.collect()}
         # User 7 has relevance rows, so the candidate scores it as a user without recommendations (NDCG 0).
         assert 7 in b and b[7] == 0.0
         users = sorted(a)
         diffs = np.array([b[u] - a[u] for u in users])
-        r = report[k]
         assert r["pairs"] == len(users) == 50
         assert r["mean_ndcg_baseline"] == pytest.approx(np.mean([a[u] for u in users]), abs=1e-12)
         assert r["mean_ndcg_candidate"] == pytest.approx(np.mean([b[u] for u in users]), abs=1e-12)

@@ -76,6 +76,18 @@ def test_bootstrap_interval_is_seeded_and_partition_independent(spark, graded):
     assert other_seed.ndcg_ci_low != first.ndcg_ci_low
 
 
+def test_bootstrap_interval_for_every_cutoff_and_the_whole_list(spark, graded):
+    # The whole list's k is null: its interval once came back null (a null key joins nothing).
+    _, _, (recs, rel) = graded
+    options = dict(k=[10, "all"], confidence_interval="bootstrap", bootstrap_samples=200, seed=7)
+    rows = evaluate(recs, rel, **options).summary.collect()
+    assert [r.k for r in rows] == [10, None]
+    for row in rows:
+        assert row.ndcg_ci_low is not None and row.ndcg_ci_low < row.mean_ndcg < row.ndcg_ci_high
+    alone = evaluate(recs, rel, **{**options, "k": ["all"]}).summary.first()
+    assert (alone.ndcg_ci_low, alone.ndcg_ci_high) == (rows[1].ndcg_ci_low, rows[1].ndcg_ci_high)
+
+
 # ----------------------------------------------------------------------------- companion metrics
 
 
