@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -104,9 +104,15 @@ def _is_bad_number(value: str) -> str:
     return f"(isnan({value}) OR abs({value}) = CAST('Infinity' AS DOUBLE))"
 
 
-def recommendation_rules(opts: EvaluationOptions) -> List[RowRule]:
+def recommendation_rules(opts: EvaluationOptions, columns: Sequence[str] = ()) -> List[RowRule]:
+    """The row rules of the recommendations; ``columns`` (the table's) name its segment columns.
+
+    A rank tie is two items at one rank in one user's list, and with segment columns of the
+    recommendations (``group_by``, e.g. a model column) a user has one list per segment.
+    """
     t = "recommendations"
     user, item = ident(opts.user_col), ident(opts.item_col)
+    by_list = ", ".join([*[ident(c) for c in opts.group_by if c in columns], user])
     rules = [
         RowRule("null_user", t, opts.user_col, "is null", f"{user} IS NULL"),
         RowRule("null_item", t, opts.item_col, "is null", f"{item} IS NULL"),
@@ -121,7 +127,7 @@ def recommendation_rules(opts: EvaluationOptions) -> List[RowRule]:
             ),
             RowRule(
                 "rank_tie", t, opts.rank_col, "has two items at the same rank for one user",
-                f"coalesce(count(1) OVER (PARTITION BY {user}, {ident(opts.rank_col)}) > 1, false) "
+                f"coalesce(count(1) OVER (PARTITION BY {by_list}, {ident(opts.rank_col)}) > 1, false) "
                 f"AND {rank} IS NOT NULL AND {user} IS NOT NULL",
                 by_group=True,
             ),
@@ -174,8 +180,9 @@ def relevance_rules(opts: EvaluationOptions) -> List[RowRule]:
     return rules
 
 
-def rules_for(table: str, opts: EvaluationOptions) -> List[RowRule]:
-    return recommendation_rules(opts) if table == "recommendations" else relevance_rules(opts)
+def rules_for(table: str, opts: EvaluationOptions, columns: Sequence[str] = ()) -> List[RowRule]:
+    """The row rules of ``table``; ``columns``: the table's columns (its segments matter)."""
+    return recommendation_rules(opts, columns) if table == "recommendations" else relevance_rules(opts)
 
 
 def _message(rule: RowRule, count: Optional[int] = None, examples: Optional[List[str]] = None) -> str:
@@ -210,7 +217,7 @@ def guard_rows(df: DataFrame, table: str, opts: EvaluationOptions) -> DataFrame:
     """
     whens = [
         f"WHEN {rule.sql} THEN {string_literal(f'{INPUT_ERROR_TAG}: {_message(rule)}, e.g. ')}"
-        for rule in rules_for(table, opts)
+        for rule in rules_for(table, opts, df.columns)
         if not rule.by_group
     ]
     if not whens:
@@ -228,7 +235,7 @@ def split_rows(df: DataFrame, table: str, opts: EvaluationOptions) -> Tuple[Data
     Group rules (rank ties, repeated judgements) only look at rows that passed the row rules, so
     a null-relevance row does not drag a valid judgement of the same item down with it.
     """
-    rules = rules_for(table, opts)
+    rules = rules_for(table, opts, df.columns)
     clean, rejected = _tag(df, [r for r in rules if not r.by_group])
     group_rules = [r for r in rules if r.by_group]
     if group_rules:
@@ -246,7 +253,7 @@ def _tag(df: DataFrame, rules: List[RowRule]) -> Tuple[DataFrame, DataFrame]:
 def validate_table(df: DataFrame, table: str, opts: EvaluationOptions) -> TableReport:
     """Count every problem of one table in one aggregation (plus a shuffle for group rules)."""
     check_schema(df, table, opts)
-    rules = rules_for(table, opts)
+    rules = rules_for(table, opts, df.columns)
     flagged = df.selectExpr(*[f"{rule.sql} AS {ident(rule.name)}" for rule in rules])
     aggregates = [F.count(F.lit(1)).alias("__rows")] + [
         F.sum(F.col(rule.name).cast("long")).alias(rule.name) for rule in rules

@@ -261,6 +261,31 @@ def test_quarantine_equals_clean_rows_alone_and_accounting_adds_up(spark, tmp_pa
     assert result.rejected["relevance"].count() == 11
 
 
+def test_rank_ties_are_per_segment_list(spark):
+    # User 1 has one ranked list per model: rank 1 and 2 in each is no tie. Model c repeats rank 1.
+    schema = "user_id int, item_id string, rnk int, model string"
+    recs = spark.createDataFrame(
+        [(1, "a", 1, "a"), (1, "b", 2, "a"), (1, "b", 1, "b"), (1, "a", 2, "b"), (1, "a", 1, "c"), (1, "b", 1, "c"),
+         (2, "c", None, "a")],
+        schema,
+    )
+    rel = spark.createDataFrame([(1, "b", 1.0)], REL_SCHEMA)
+    options = dict(k=[2], rank_col="rnk", group_by=["model"])
+    result = evaluate(recs, rel, on_invalid_rows="quarantine", **options)
+    expected_rejected = spark.createDataFrame(
+        [(1, "a", 1, "c", "rank_tie"), (1, "b", 1, "c", "rank_tie"), (2, "c", None, "a", "null_rank")],
+        schema + ", reason string",
+    )
+    assert_df_equality(result.rejected["recommendations"], expected_rejected, ignore_row_order=True, ignore_nullable=True)
+    clean = recs.filter("model IN ('a', 'b') AND rnk IS NOT NULL")
+    assert_df_equality(
+        result.per_user.orderBy("model", "user_id"),
+        evaluate(clean, rel, **options).per_user.orderBy("model", "user_id"),
+    )
+    report = validate(recs, rel, on_invalid_rows="quarantine", **options)["recommendations"]
+    assert report.problems == {"null_rank": 1, "rank_tie": 2}
+
+
 def test_quarantine_under_a_run_date_with_no_rejected_rows_and_reruns(spark, tmp_path):
     # Day 1: two bad recommendation rows, no bad relevance row (an empty rejected table).
     recs = spark.createDataFrame(GOOD_RECS + [(None, "z", 0.5), (3, "q", None)], RECS_SCHEMA)
