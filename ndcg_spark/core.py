@@ -127,25 +127,48 @@ class EvaluationResult:
         repeats among them (slot kept, no gain); ``recommendations_excluded``: first occurrences
         of users left out by a policy; ``recommendations_used`` the rest. Likewise for relevance,
         where ``relevance_collapsed`` counts rows merged by ``duplicate_relevance = "max"``.
+        With segments a user's judgements serve each of its segments but are counted once: used
+        when any of its rows is kept, excluded when all are. ``users`` counts (segment, user) rows.
         """
         one_k = self.scored.filter(F.col("k").eqNullSafe(F.lit(self.options.cutoffs[0])))
         excluded = F.col(EXCLUDED)
         firsts = F.col("n_recommended") - F.col(DUP_RECS)
-        judged = F.col(JUDGED_ROWS) - F.col(DUP_REL)
 
         def total(c: Column) -> Column:
             return F.coalesce(F.sum(c), F.lit(0)).cast("long")
 
-        return one_k.agg(
-            total(F.col("n_recommended")).alias("recommendations_evaluated"),
-            total(F.when(~excluded, firsts)).alias("recommendations_used"),
-            total(F.col(DUP_RECS)).alias("recommendations_repeated"),
-            total(F.when(excluded, firsts)).alias("recommendations_excluded"),
-            total(F.when(~excluded, judged)).alias("relevance_used"),
-            total(F.col(DUP_REL)).alias("relevance_collapsed"),
-            total(F.when(excluded, judged)).alias("relevance_excluded"),
-            F.count(F.lit(1)).alias("users"),
-            total(F.when(excluded, 1)).alias("users_excluded"),
+        per_user = one_k.select(
+            F.col(ident(self.options.user_col)),
+            F.col("n_recommended").cast("long").alias("evaluated"),
+            F.when(~excluded, firsts).cast("long").alias("used"),
+            F.col(DUP_RECS).cast("long").alias("repeated"),
+            F.when(excluded, firsts).cast("long").alias("excluded"),
+            (F.col(JUDGED_ROWS) - F.col(DUP_REL)).cast("long").alias("judged"),
+            F.col(DUP_REL).cast("long").alias("collapsed"),
+            F.lit(1).cast("long").alias("rows"),
+            excluded.cast("long").alias("rows_excluded"),
+            excluded.alias("all_excluded"),
+        )
+        if self.options.group_by:
+            # One row per user: its segments' recommendation figures add up, its judgements
+            # (the same on each of its rows) are taken once.
+            per_user = per_user.groupBy(F.col(ident(self.options.user_col))).agg(
+                *[F.sum(c).alias(c) for c in ("evaluated", "used", "repeated", "excluded", "rows", "rows_excluded")],
+                F.max("judged").alias("judged"),
+                F.max("collapsed").alias("collapsed"),
+                F.bool_and("all_excluded").alias("all_excluded"),
+            )
+        user_excluded = F.col("all_excluded")
+        return per_user.agg(
+            total(F.col("evaluated")).alias("recommendations_evaluated"),
+            total(F.col("used")).alias("recommendations_used"),
+            total(F.col("repeated")).alias("recommendations_repeated"),
+            total(F.col("excluded")).alias("recommendations_excluded"),
+            total(F.when(~user_excluded, F.col("judged"))).alias("relevance_used"),
+            total(F.col("collapsed")).alias("relevance_collapsed"),
+            total(F.when(user_excluded, F.col("judged"))).alias("relevance_excluded"),
+            total(F.col("rows")).alias("users"),
+            total(F.col("rows_excluded")).alias("users_excluded"),
         )
 
     def persist(self) -> "EvaluationResult":

@@ -312,6 +312,26 @@ def test_quarantine_under_a_run_date_with_no_rejected_rows_and_reruns(spark, tmp
     assert not any(k.startswith("invalid: ") for k in manifest["rows"]["recommendations"]["set_aside"])
 
 
+def test_accounting_with_segments_counts_each_judgement_once(spark, tmp_path):
+    # User 1 has a list in models a and b: its two judgements serve both lists, read once each.
+    recs = spark.createDataFrame(
+        [(1, "a", 0.9, "a"), (1, "b", 0.8, "a"), (1, "c", 0.7, "a"), (1, "a", 0.5, "b"), (2, "c", 0.3, "a")],
+        "user_id int, item_id string, score double, model string",
+    )
+    rel = spark.createDataFrame([(1, "b", 1.0), (1, "c", 2.0), (2, "c", 2.0), (3, "a", 0.0)], REL_SCHEMA)
+    code, out = _run_cli(spark, tmp_path, recs, rel, "--k", "2", "--group-by", "model", "--zero-idcg", "exclude")
+    assert code == EXIT_OK
+    rows = json.loads((out / "summary.json").read_text())["rows"]
+    assert rows["recommendations"] == {
+        "read": 5, "used": 4,
+        "set_aside": {"beyond the largest k": 1, "repeated item (slot kept, no gain)": 0, "users excluded by a policy": 0},
+    }
+    assert rows["relevance"] == {
+        "read": 4, "used": 3,
+        "set_aside": {"duplicates collapsed (max)": 0, "users excluded by a policy": 1},
+    }
+
+
 def test_accounting_counts_each_reason(spark, tmp_path):
     recs = spark.createDataFrame(
         [(1, "a", 0.9), (1, "a", 0.8), (1, "b", 0.7), (1, "c", 0.6), (2, "a", 0.5), (3, "a", 0.4)], RECS_SCHEMA
