@@ -658,12 +658,17 @@ def with_gains(joined: DataFrame, opts: EvaluationOptions) -> DataFrame:
         ]
     keys = user_keys(joined, opts)
     empty_items = f"CAST(array() AS {joined.schema[ITEMS].dataType.simpleString()})"
+    repeats = DUP_RECS
+    if opts.ties == "average" and opts.largest_k is not None:
+        # The repeats counted for the summary and the row accounting are those among the
+        # recommendations evaluated (the first k), not in the tied tail kept for its gains only.
+        repeats = repeat_count(f"slice({ITEMS}, 1, {int(opts.largest_k)})")
     return joined.selectExpr(
         *keys,
         f"{n} AS n_recommended",
         "coalesce(n_relevant, 0) AS n_relevant",
         f"{HAS_JUDGED} IS NOT NULL AS {HAS_JUDGED}",
-        f"coalesce({DUP_RECS}, 0) AS {DUP_RECS}",
+        f"coalesce({repeats}, 0) AS {DUP_RECS}",
         f"coalesce({DUP_REL}, 0) AS {DUP_REL}",
         f"coalesce({JUDGED_ROWS}, 0) AS {JUDGED_ROWS}",
         f"coalesce({ITEMS}, {empty_items}) AS {ITEMS}",

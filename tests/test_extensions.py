@@ -170,6 +170,21 @@ def test_tie_averaging_changes_only_tied_lists(spark):
     assert rows[2] == pytest.approx(1 / np.log2(3))
 
 
+def test_tie_averaging_counts_repeats_among_the_first_k_only(spark):
+    # k = 2 cuts the tie of b and c (0.5): c's two rows are kept past k for the mean gain only.
+    recs = spark.createDataFrame([(1, "a", 0.9), (1, "b", 0.5), (1, "c", 0.5), (1, "c", 0.5), (2, "a", 0.1)],
+                                 "user_id int, item_id string, score double")
+    rel = spark.createDataFrame([(1, "c", 1.0), (2, "a", 1.0)], "user_id int, item_id string, relevance double")
+    counts = "users", "duplicate_recommendations"
+    for ties in ("item", "average"):
+        result = evaluate(recs, rel, k=[2], ties=ties)
+        assert tuple(result.summary.select(*counts).first()) == (2, 0), ties
+        assert result.accounting.select("recommendations_evaluated", "recommendations_used", "recommendations_repeated").first() == (3, 3, 0), ties
+    # The tied group b, c, c fills slots 2-4 with its mean gain (0 + 1 + 0) / 3 (the repeat gains nothing); slot 2 is within k.
+    dcg = {r.user_id: r.dcg for r in evaluate(recs, rel, k=[2], ties="average").per_user.collect()}
+    assert dcg[1] == pytest.approx((0.0 + 1.0 + 0.0) / 3 / np.log2(3))
+
+
 def test_tie_averaged_gains_are_the_mean_of_each_run_of_equal_keys(spark):
     """The run averages against plain Python, on lists in position order (keys ascending)."""
     rng = np.random.default_rng(11)
