@@ -228,7 +228,10 @@ def evaluate(
         recommendations = guard_rows(recommendations, "recommendations", opts)
         relevance = guard_rows(relevance, "relevance", opts)
     recs = select_recommendations(recommendations, opts)
-    rel = select_relevance(relevance, opts, item_type=recs.schema[ITEM].dataType)
+    item_type = common_item_type(recs.schema[ITEM].dataType, relevance, opts)
+    if item_type != recs.schema[ITEM].dataType:
+        recs = recs.withColumn(ITEM, F.col(ITEM).cast(item_type))
+    rel = select_relevance(relevance, opts, item_type=item_type)
     per_user = (
         recs.transform(top_k_lists, opts)
         .join(rel.transform(relevance_lists, opts), on=opts.user_col, how="full")
@@ -308,17 +311,29 @@ def select_recommendations(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
     )
 
 
+def common_item_type(recs_item_type: T.DataType, rel: DataFrame, opts: EvaluationOptions) -> T.DataType:
+    """The type both tables' items are compared in: theirs, or the wider of two integer types.
+
+    Widening, never narrowing: a relevance item beyond the range of the recommendations' type
+    (a bigint judged against int recommendations) must stay itself, not overflow.
+    """
+    rel_item_type = rel.schema[opts.item_col].dataType if opts.item_col in rel.columns else None
+    if rel_item_type is None or rel_item_type == recs_item_type:
+        return recs_item_type
+    if not (isinstance(rel_item_type, INTEGRAL_TYPES) and isinstance(recs_item_type, INTEGRAL_TYPES)):
+        raise InputDataError(
+            f"item column {opts.item_col!r} is {recs_item_type.simpleString()} in the recommendations "
+            f"but {rel_item_type.simpleString()} in the relevance table; store both with one type"
+        )
+    width = {t: i for i, t in enumerate(INTEGRAL_TYPES)}
+    return max(recs_item_type, rel_item_type, key=lambda t: width[type(t)])
+
+
 def select_relevance(df: DataFrame, opts: EvaluationOptions, item_type: T.DataType) -> DataFrame:
-    """Narrow the ground truth to user, item and relevance (as double), item typed as in the recommendations."""
+    """Narrow the ground truth to user, item (as ``item_type``, see :func:`common_item_type`) and relevance (as double)."""
     item = ident(opts.item_col)
     rel_item_type = df.schema[opts.item_col].dataType if opts.item_col in df.columns else None
     if rel_item_type is not None and rel_item_type != item_type:
-        both_integral = isinstance(rel_item_type, INTEGRAL_TYPES) and isinstance(item_type, INTEGRAL_TYPES)
-        if not both_integral:
-            raise InputDataError(
-                f"item column {opts.item_col!r} is {item_type.simpleString()} in the recommendations "
-                f"but {rel_item_type.simpleString()} in the relevance table; store both with one type"
-            )
         item = f"CAST({item} AS {item_type.simpleString()})"
     relevance = f"CAST({ident(opts.relevance_col)} AS DOUBLE)"
     if opts.negative_relevance == "clip":

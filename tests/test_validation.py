@@ -261,6 +261,26 @@ def test_quarantine_equals_clean_rows_alone_and_accounting_adds_up(spark, tmp_pa
     assert result.rejected["relevance"].count() == 11
 
 
+@pytest.mark.parametrize("recs_item, rel_item", [("int", "bigint"), ("bigint", "int"), ("smallint", "int")])
+def test_integer_items_of_different_widths_compare_in_the_wider_type(spark, recs_item, rel_item):
+    # Beyond the narrower type's range where the relevance holds the wider one (it once overflowed).
+    big = 3_000_000_000 if rel_item == "bigint" else 40_000
+    recs_rows = [(1, 7, 0.9), (1, 8, 0.8), (2, 7, 0.5)]
+    rel_rows = [(1, 8, 2.0), (1, big, 3.0), (2, 7, 1.0)]  # big: judged, never recommended
+    got = evaluate(
+        spark.createDataFrame(recs_rows, f"user_id int, item_id {recs_item}, score double"),
+        spark.createDataFrame(rel_rows, f"user_id int, item_id {rel_item}, relevance double"),
+        k=[2],
+    ).per_user.orderBy("user_id")
+    expected = evaluate(
+        spark.createDataFrame(recs_rows, "user_id int, item_id bigint, score double"),
+        spark.createDataFrame(rel_rows, "user_id int, item_id bigint, relevance double"),
+        k=[2],
+    ).per_user.orderBy("user_id")
+    assert_df_equality(got, expected)
+    assert got.first().idcg > 3.0  # the ideal list holds the big item's grade
+
+
 def test_rank_ties_are_per_segment_list(spark):
     # User 1 has one ranked list per model: rank 1 and 2 in each is no tie. Model c repeats rank 1.
     schema = "user_id int, item_id string, rnk int, model string"
