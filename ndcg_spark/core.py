@@ -366,14 +366,18 @@ def filter_top_k(df: DataFrame, k: Optional[int]) -> DataFrame:
     return df.filter(f"{by} <= {int(k)}")
 
 
-def recommendation_lists(ranked: DataFrame, opts: EvaluationOptions, keep_order: bool = False) -> DataFrame:
+def recommendation_lists(
+    ranked: DataFrame, opts: EvaluationOptions, keep_order: bool = False, keep: Optional[int] = None
+) -> DataFrame:
     """One row per user: the recommended items in position order, and how many repeat.
 
     The lists are collected as arrays of primitives (a list of structs costs about twice as
     much to aggregate). collect_list order is not defined after a shuffle, so the positions are
     collected alongside and checked against 1..n; only a list that arrives out of order pays
     for an explicit sort by position. ``keep_order`` also returns the ordering keys (``ORDERS``)
-    in position order; rank columns and tie averaging always do.
+    in position order; rank columns and tie averaging always do. With a rank column and
+    ``on_invalid_rows = "error"`` a rank held by two of the collected rows stops the run; the
+    lists are then cut to their first ``keep`` (all when None).
     """
     keep_order = keep_order or bool(opts.rank_col) or opts.ties == "average"
     positions, items, orders = "__ndcg_positions", "__ndcg_items_raw", "__ndcg_orders_raw"
@@ -385,25 +389,22 @@ def recommendation_lists(ranked: DataFrame, opts: EvaluationOptions, keep_order:
     ordered = [f"CASE WHEN {in_order} THEN {items} ELSE {by_position}.{items} END AS {ITEMS}"]
     if keep_order:
         ordered.append(f"CASE WHEN {in_order} THEN {orders} ELSE {by_position}.{orders} END AS {ORDERS}")
-    checked_items = ITEMS
+    keys = user_keys(ranked, opts)
+    lists = ranked.groupBy(*[F.col(c) for c in keys]).agg(*collected).selectExpr(*keys, *ordered)
     if opts.rank_col and opts.on_invalid_rows == "error":
         message = string_literal(
             f"{INPUT_ERROR_TAG}: recommendations column {opts.rank_col!r} has two items at the same rank "
             f"for one user, e.g. {opts.user_col}="
         )
         error = f"raise_error(concat({message}, CAST({ident(opts.user_col)} AS STRING)))"
-        checked_items = f"CASE WHEN {has_repeats(ORDERS)} THEN {error} ELSE {ITEMS} END"
-    keys = user_keys(ranked, opts)
-    return (
-        ranked.groupBy(*[F.col(c) for c in keys])
-        .agg(*collected)
-        .selectExpr(*keys, *ordered)
-        .selectExpr(
-            *keys,
-            f"{checked_items} AS {ITEMS}",
-            *([ORDERS] if keep_order else []),
-            f"{repeat_count(ITEMS)} AS {DUP_RECS}",
-        )
+        # A filter, not a column: no projection that leaves the lists unread can prune the check.
+        lists = lists.filter(f"(CASE WHEN {has_repeats(ORDERS)} THEN {error} END) IS NULL")
+    items, orders = (ITEMS, ORDERS) if keep is None else (f"slice({ITEMS}, 1, {int(keep)})", f"slice({ORDERS}, 1, {int(keep)})")
+    return lists.selectExpr(
+        *keys,
+        f"{items} AS {ITEMS}",
+        *([f"{orders} AS {ORDERS}"] if keep_order else []),
+        f"{repeat_count(items)} AS {DUP_RECS}",
     )
 
 
@@ -420,8 +421,19 @@ def top_k_lists(recs: DataFrame, opts: EvaluationOptions) -> DataFrame:
 
 
 def window_top_k_lists(recs: DataFrame, opts: EvaluationOptions) -> DataFrame:
-    """:func:`top_k_lists` by the ``row_number()`` window."""
-    return recs.transform(with_position, opts).transform(filter_top_k, opts.largest_k).transform(recommendation_lists, opts)
+    """:func:`top_k_lists` by the ``row_number()`` window.
+
+    With a rank column and ``on_invalid_rows = "error"`` one row more than the largest k is
+    read, so that two items sharing the rank at the cut (one in, one out) stop the run too;
+    tie averaging keeps whole tied groups already.
+    """
+    k = opts.largest_k
+    peek = bool(opts.rank_col) and opts.on_invalid_rows == "error" and k is not None and opts.ties == "item"
+    return (
+        recs.transform(with_position, opts)
+        .transform(filter_top_k, k + 1 if peek else k)
+        .transform(recommendation_lists, opts, keep=k if peek else None)
+    )
 
 
 #: ``min_by(x, y, n)`` (a bounded heap per group) came with Spark 4.2, for n up to 100,000.
@@ -602,7 +614,6 @@ def relevance_lists(rel: DataFrame, opts: EvaluationOptions) -> DataFrame:
     per_user = rel.groupBy(F.col(user)).agg(*[F.expr(a) for a in aggregates])
     if opts.duplicate_relevance == "max":
         n_repeats = f"{JUDGED_ROWS} - size({items})"
-        checked_items = items
     else:
         n_repeats = repeat_count(items)
         message = string_literal(
@@ -611,11 +622,13 @@ def relevance_lists(rel: DataFrame, opts: EvaluationOptions) -> DataFrame:
         )
         hint = string_literal("; set duplicate_relevance = \"max\" to keep the largest relevance")
         error = f"raise_error(concat({message}, CAST({user} AS STRING), {hint}))"
-        checked_items = f"CASE WHEN {n_repeats} > 0 THEN {error} ELSE {items} END"
+        # A filter, not a column: no projection that leaves the lists unread (a user excluded
+        # by a policy, a count) can prune the check.
+        per_user = per_user.filter(f"(CASE WHEN {n_repeats} > 0 THEN {error} END) IS NULL")
     positive = f"array_remove({rels}, 0.0D)"
     return per_user.selectExpr(
         user,
-        f"{checked_items} AS {JUDGED_ITEMS}",
+        f"{items} AS {JUDGED_ITEMS}",
         f"{rels} AS {JUDGED_RELEVANCE}",
         # The relevance reaching here is never negative or NaN (the row rules reject it, or it
         # was clipped to 0), so the grades above 0 are the ones that are not 0. The ideal list

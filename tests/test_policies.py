@@ -95,6 +95,19 @@ def test_duplicate_relevance_is_an_error_by_default(spark, edge_tables):
     assert "more than one row for a (user_id, item_id) pair, e.g. user_id=1" in str(info.value)
 
 
+@pytest.mark.parametrize("action", ["per_user.count", "per_user.collect", "summary.collect"])
+def test_the_repeat_check_runs_whatever_the_action_reads(spark, edge_tables, action):
+    # User 9's only judgements are a repeated 0: excluded under zero_idcg = "exclude", and a
+    # count reads no list at all; the check must still run (it once lived in a prunable column).
+    recs, rel = edge_tables
+    duplicated = rel.union(spark.createDataFrame([(9, "z", 0.0), (9, "z", 0.0)], rel.schema))
+    result = evaluate(recs, duplicated, k=[2], zero_idcg="exclude")
+    frame, method = action.split(".")
+    with pytest.raises((PySparkException, Py4JJavaError)) as info:
+        getattr(getattr(result, frame), method)()
+    assert "more than one row for a (user_id, item_id) pair, e.g. user_id=9" in str(info.value)
+
+
 def test_a_repeated_judgement_with_grade_zero_is_an_error_too(spark, edge_tables):
     """A 0 grade gains nothing, but the repeat check reads every judged row."""
     recs, rel = edge_tables

@@ -87,6 +87,20 @@ def test_row_problems_stop_the_library(spark, case):
     assert words in str(info.value)
 
 
+def test_a_rank_tie_across_the_cut_stops_the_run(spark):
+    # Ranks 1, 2, 2: at k = 2 one rank-2 item is in and one out, which the tie-break alone would
+    # decide; at k = 1 both tied items are past the cut and past the one row looked beyond it.
+    recs = spark.createDataFrame([(1, "a", 1), (1, "b", 2), (1, "c", 2)], "user_id int, item_id string, rank int")
+    rel = spark.createDataFrame([(1, "c", 1.0)], REL_SCHEMA)
+    for k in (2, 3):
+        with pytest.raises((PySparkException, Py4JJavaError)) as info:
+            evaluate(recs, rel, k=[k], rank_col="rank").per_user.collect()
+        assert "recommendations column 'rank' has two items at the same rank for one user, e.g. user_id=1" in str(info.value)
+    expected = spark.createDataFrame([(1, 1, 0.0, 0.0, 1.0, 0.0, 1, 1)],
+                                     "user_id int, k int, cg double, dcg double, idcg double, ndcg double, n_recommended int, n_relevant int")
+    assert_df_equality(evaluate(recs, rel, k=[1], rank_col="rank").per_user, expected, ignore_nullable=True)
+
+
 @pytest.mark.parametrize("case", ["null score", "negative relevance", "rank tie", "duplicate relevance"])
 def test_row_problems_through_the_command_line(spark, tmp_path, capsys, case):
     spec = ROW_CASES[case]
