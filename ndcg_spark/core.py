@@ -929,13 +929,26 @@ def companion_metrics(hit_positions: str, n_relevant: str, cut: str) -> Dict[str
 
 
 def with_user_attributes(df: DataFrame, attributes: Optional[DataFrame], opts: EvaluationOptions) -> DataFrame:
-    """Join the segment columns that live in the user attributes table (left join on user)."""
+    """Join the segment columns that live in the user attributes table (left join on user).
+
+    The table must hold one row per user: a repeated user stops the run (an input error).
+    """
     if attributes is None:
         return df
     wanted = [c for c in opts.group_by if c in attributes.columns and c not in df.columns]
     if not wanted:
         return df
-    attrs = attributes.select(F.col(ident(opts.user_col)).alias(opts.user_col), *[F.col(ident(c)).alias(c) for c in wanted])
+    user = ident(opts.user_col)
+    message = string_literal(
+        f"{INPUT_ERROR_TAG}: user attributes table has more than one row for {opts.user_col}="
+    )
+    # One row per user, checked: a repeated user would repeat that user's figures in the join.
+    attrs = (
+        attributes.groupBy(F.col(user).alias(opts.user_col))
+        .agg(F.count(F.lit(1)).alias("__ndcg_attribute_rows"), *[F.first(F.col(ident(c))).alias(c) for c in wanted])
+        .filter(f"(CASE WHEN __ndcg_attribute_rows > 1 THEN raise_error(concat({message}, CAST({user} AS STRING))) END) IS NULL")
+        .drop("__ndcg_attribute_rows")
+    )
     return df.join(attrs, on=opts.user_col, how="left")
 
 

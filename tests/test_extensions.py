@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 import pytrec_eval
 from chispa import assert_approx_df_equality, assert_df_equality
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import PySparkException
 from pyspark.sql import functions as F
 from sklearn.metrics import ndcg_score
 
@@ -50,6 +52,17 @@ def test_group_by_a_user_attribute(spark, graded):
         subset = [r.ndcg for r in per_user.filter(F.col("country") == country).collect()]
         assert summary[country].users == len(subset)
         assert summary[country].mean_ndcg == pytest.approx(sum(subset) / len(subset), abs=1e-12)
+
+
+def test_a_user_repeated_in_the_attributes_is_an_input_error(spark, graded):
+    # Joined as it is, user 3's figures would count twice (once per attribute row).
+    _, _, (recs, rel) = graded
+    attributes = spark.createDataFrame([(u, "kr") for u in range(40)] + [(3, "cn")], "user_id int, country string")
+    result = evaluate(recs, rel, k=[5], group_by=["country"], user_attributes=attributes)
+    for frame in (result.per_user, result.summary):
+        with pytest.raises((PySparkException, Py4JJavaError)) as info:
+            frame.collect()
+        assert "user attributes table has more than one row for user_id=3" in str(info.value)
 
 
 # ----------------------------------------------------------------------------- intervals
