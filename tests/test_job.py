@@ -165,6 +165,22 @@ def test_readme_sample_command_end_to_end(tmp_path):
     assert manifest["input_rows"] == {"recommendations": 12200, "relevance": 20418}
 
 
+def test_bad_input_in_a_fresh_process_is_one_line_on_stderr(tmp_path):
+    """The README's promise, with Spark's own logging in play: a failed task is not logged first."""
+    (tmp_path / "recs.csv").write_text("user_id,item_id,score\n1,a,0.9\n1,b,\n")
+    (tmp_path / "rel.csv").write_text("user_id,item_id,relevance\n1,a,1\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "ndcg_spark", "--recommendations", str(tmp_path / "recs.csv"),
+         "--relevance", str(tmp_path / "rel.csv"), "--format", "csv", "--output", str(tmp_path / "out"), "--k", "2"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.returncode == EXIT_INPUT
+    # The JVM's own notice about its incubator modules is printed before Spark starts logging.
+    lines = [line for line in proc.stderr.splitlines() if not line.startswith("WARNING: Using incubator modules")]
+    assert lines == ["ndcg-spark: error: recommendations column 'score' is null in 1 row, e.g. user_id=1/item_id=b"]
+
+
 def test_defaults_toml_documents_every_option_with_its_default():
     import dataclasses
     import re
