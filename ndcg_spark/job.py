@@ -232,11 +232,12 @@ def load_toml(path: str) -> Dict[str, Any]:
         raise ConfigError(f"config file {path} does not exist") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
-    # Relative input and output paths in a config file are relative to the file itself.
+    # Paths written ./x or ../x in a config file are relative to the file itself; any other
+    # value is left as it is (a bare name may be a catalog table, as on the command line).
     base = os.path.dirname(os.path.abspath(path))
-    for key in ("recommendations", "relevance", "output"):
+    for key in ("recommendations", "relevance", "output", "user_attributes", "candidate"):
         value = data.get(key)
-        if isinstance(value, str) and value.startswith("./") or isinstance(value, str) and value.startswith("../"):
+        if isinstance(value, str) and value.startswith(("./", "../")):
             data[key] = os.path.normpath(os.path.join(base, value))
     return data
 

@@ -103,6 +103,25 @@ def test_config_file_with_flags_overriding(spark, suite_inputs, tmp_path):
     assert manifest["metrics"][0]["mean_ndcg"] == pytest.approx(expected, abs=1e-12)
 
 
+def test_config_paths_written_relative_are_relative_to_the_file(tmp_path):
+    from ndcg_spark.job import load_toml
+
+    conf_dir = tmp_path / "conf"
+    conf_dir.mkdir()
+    config = conf_dir / "job.toml"
+    config.write_text(
+        'recommendations = "../data/recs"\nrelevance = "./rel"\noutput = "/abs/out"\n'
+        'user_attributes = "../data/users"\ncandidate = "db.candidate"\n'
+    )
+    assert load_toml(str(config)) == {
+        "recommendations": str(tmp_path / "data" / "recs"),
+        "relevance": str(conf_dir / "rel"),
+        "output": "/abs/out",
+        "user_attributes": str(tmp_path / "data" / "users"),
+        "candidate": "db.candidate",  # a catalog table: left as written
+    }
+
+
 @pytest.mark.parametrize(
     "argv, code, words",
     [
