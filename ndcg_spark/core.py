@@ -24,6 +24,7 @@ built-in functions as the ``Column`` API, with far fewer Python -> JVM calls to 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any, Dict, Optional
 
@@ -1061,8 +1062,6 @@ def bootstrap_interval(scored: DataFrame, opts: EvaluationOptions) -> DataFrame:
 
 def poisson_one(uniform: Column) -> Column:
     """Poisson(1) draw by inverting its CDF at ``uniform`` in [0, 1) (capped at 12: P < 1e-9)."""
-    import math
-
     draw = F.lit(12)
     cdf = 0.0
     thresholds = []
