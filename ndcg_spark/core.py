@@ -112,7 +112,10 @@ class EvaluationResult:
         n_recommended, n_relevant (and the companion metrics when asked for)."""
         extra = COMPANION_COLUMNS if self.options.companion_metrics else ()
         columns = [*self.options.group_by, self.options.user_col, *PER_USER_COLUMNS, *extra]
-        return self.scored.filter(~F.col(EXCLUDED)).select(*[F.col(ident(c)) for c in columns])
+        # The two repeat counts (one from each side of the join, never negative) are read so that
+        # no action that reads one side only (a count) lets Spark drop the other side and its checks.
+        kept = ~F.col(EXCLUDED) & (F.col(DUP_RECS) >= 0) & (F.col(DUP_REL) >= 0)
+        return self.scored.filter(kept).select(*[F.col(ident(c)) for c in columns])
 
     @property
     def summary(self) -> DataFrame:
@@ -1052,7 +1055,9 @@ def bootstrap_interval(scored: DataFrame, opts: EvaluationOptions) -> DataFrame:
     uniform = F.shiftrightunsigned(hashed, 11).cast("double") / F.lit(float(2**53))
     weights = included.withColumn("__w", poisson_one(uniform))
     per_replicate = weights.groupBy(*[F.col(ident(c)) for c in opts.group_by], "k", "__b").agg(
-        (F.sum(F.col("__w") * F.col("ndcg")) / F.sum("__w")).alias("__mean")
+        # A replicate can draw weight 0 for every user of a small group: no mean (null, which
+        # percentile skips) rather than a division by zero.
+        F.try_divide(F.sum(F.col("__w") * F.col("ndcg")), F.sum("__w")).alias("__mean")
     )
     return per_replicate.groupBy(*[F.col(ident(c)) for c in opts.group_by], "k").agg(
         F.percentile(F.col("__mean"), F.lit(0.025)).alias("ndcg_ci_low"),

@@ -93,6 +93,9 @@ class JobConfig:
         unsafe = sorted(set(UNSAFE_PARTITION_CHARS) & set(key.strip() + value.strip()))
         if unsafe:
             raise ConfigError(f"partition = {self.partition!r} holds characters not allowed in a partition: {' '.join(unsafe)}")
+        if key.strip().startswith((".", "_")):
+            # Spark's file listing skips such directories: the run would be written but never read.
+            raise ConfigError(f"partition = {self.partition!r}: a partition column may not start with '.' or '_'")
         return (key.strip(), value.strip())
 
     @property
@@ -305,8 +308,9 @@ def main(spark, config: JobConfig) -> Dict[str, Any]:
     try:
         # Computed (and cached) before anything is written, so bad input leaves the output as it was.
         explain_input_errors(lambda: result.scored.count(), [recs], rel, options)
-        write_table(result.per_user, os.path.join(config.output, "per_user"), part)
         summary_df = result.summary
+        check_partition_column(part, result.per_user, summary_df, *(result.rejected or {}).values())
+        write_table(result.per_user, os.path.join(config.output, "per_user"), part)
         write_table(summary_df, os.path.join(config.output, "summary"), part)
         metrics = [row.asDict() for row in summary_df.collect()]
         sums = result.accounting.first().asDict()
@@ -400,6 +404,7 @@ def compare_main(spark, config: JobConfig) -> Dict[str, Any]:
     try:
         # Computed (and cached) before anything is written, so bad input leaves the output as it was.
         explain_input_errors(per_user.count, [baseline, candidate], rel, options)
+        check_partition_column(config.partition_spec, per_user, result.summary)
         write_table(per_user, os.path.join(config.output, "per_user"), config.partition_spec)
         rows = result.report()
     finally:
@@ -440,6 +445,17 @@ def format_comparison(rows: List[Dict[str, Any]], group_by: Sequence[str] = ()) 
 def manifest_dir(config: JobConfig) -> str:
     part = config.partition_spec
     return config.output if part is None else os.path.join(config.output, "_manifests", partition_directory(part))
+
+
+def check_partition_column(partition: Optional[Tuple[str, str]], *frames) -> None:
+    """The partition column must not be a column of what is written: its value would replace it."""
+    if partition is None:
+        return
+    for df in frames:
+        if partition[0] in df.columns:
+            raise ConfigError(
+                f"partition column {partition[0]!r} is also a column of the output; choose another name"
+            )
 
 
 def write_table(df, path: str, partition: Optional[Tuple[str, str]]) -> None:

@@ -89,6 +89,15 @@ def test_bootstrap_interval_is_seeded_and_partition_independent(spark, graded):
     assert other_seed.ndcg_ci_low != first.ndcg_ci_low
 
 
+def test_bootstrap_interval_of_a_tiny_group(spark):
+    # With 3 users some replicates draw weight 0 for all of them (about 1 in 20): no mean there.
+    recs = spark.createDataFrame([(u, "a", 0.9) for u in range(3)], "user_id int, item_id string, score double")
+    rel = spark.createDataFrame([(u, "a", float(u)) for u in range(3)], "user_id int, item_id string, relevance double")
+    row = evaluate(recs, rel, k=[1], confidence_interval="bootstrap", bootstrap_samples=200, seed=1).summary.first()
+    assert row.users == 3 and row.mean_ndcg == pytest.approx(2 / 3)
+    assert 0.0 <= row.ndcg_ci_low <= row.mean_ndcg <= row.ndcg_ci_high <= 1.0
+
+
 def test_bootstrap_interval_for_every_cutoff_and_the_whole_list(spark, graded):
     # The whole list's k is null: its interval once came back null (a null key joins nothing).
     _, _, (recs, rel) = graded

@@ -130,6 +130,9 @@ def test_config_paths_written_relative_are_relative_to_the_file(tmp_path):
         (["--format", "xls"], EXIT_CONFIG, "format = 'xls' is not one of"),
         (["--zero-idcg", "nan"], EXIT_CONFIG, "zero_idcg = 'nan' is not one of zero, exclude"),
         (["--partition", "model=v:2"], EXIT_CONFIG, "partition = 'model=v:2' holds characters not allowed in a partition: :"),
+        (["--partition", ".run=1"], EXIT_CONFIG, "a partition column may not start with '.' or '_'"),
+        (["--partition", "k=run7"], EXIT_CONFIG, "partition column 'k' is also a column of the output"),
+        (["--partition", "mean_ndcg=x"], EXIT_CONFIG, "partition column 'mean_ndcg' is also a column of the output"),
     ],
 )
 def test_bad_flags_exit_2_with_one_line(suite_inputs, tmp_path, capsys, argv, code, words):

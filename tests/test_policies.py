@@ -95,17 +95,37 @@ def test_duplicate_relevance_is_an_error_by_default(spark, edge_tables):
     assert "more than one row for a (user_id, item_id) pair, e.g. user_id=1" in str(info.value)
 
 
-@pytest.mark.parametrize("action", ["per_user.count", "per_user.collect", "summary.collect"])
-def test_the_repeat_check_runs_whatever_the_action_reads(spark, edge_tables, action):
-    # User 9's only judgements are a repeated 0: excluded under zero_idcg = "exclude", and a
-    # count reads no list at all; the check must still run (it once lived in a prunable column).
+ACTIONS = ["per_user.count", "per_user.collect", "summary.collect", "accounting.collect"]
+
+
+def _act(result, action):
+    frame, method = action.split(".")
+    return getattr(getattr(result, frame), method)()
+
+
+@pytest.mark.parametrize("policy", ["zero_idcg", "no_recommendations"])
+@pytest.mark.parametrize("action", ACTIONS)
+def test_the_repeat_check_runs_whatever_the_action_reads(spark, edge_tables, action, policy):
+    # User 9's only judgements are a repeated 0 and it has no recommendations: excluded by
+    # either policy, and a count reads no list at all (with one policy Spark could even drop
+    # the relevance side of the join). The check must still run.
     recs, rel = edge_tables
     duplicated = rel.union(spark.createDataFrame([(9, "z", 0.0), (9, "z", 0.0)], rel.schema))
-    result = evaluate(recs, duplicated, k=[2], zero_idcg="exclude")
-    frame, method = action.split(".")
+    result = evaluate(recs, duplicated, k=[2], **{policy: "exclude"})
     with pytest.raises((PySparkException, Py4JJavaError)) as info:
-        getattr(getattr(result, frame), method)()
+        _act(result, action)
     assert "more than one row for a (user_id, item_id) pair, e.g. user_id=9" in str(info.value)
+
+
+@pytest.mark.parametrize("action", ACTIONS)
+def test_the_rank_tie_check_runs_whatever_the_action_reads(spark, action):
+    # User 1 (the tie) has no judgements: excluded under zero_idcg = "exclude".
+    recs = spark.createDataFrame([(1, "a", 1), (1, "b", 1), (2, "a", 1)], "user_id int, item_id string, rnk int")
+    rel = spark.createDataFrame([(2, "a", 1.0)], "user_id int, item_id string, relevance double")
+    result = evaluate(recs, rel, k=[2], rank_col="rnk", zero_idcg="exclude")
+    with pytest.raises((PySparkException, Py4JJavaError)) as info:
+        _act(result, action)
+    assert "has two items at the same rank for one user, e.g. user_id=1" in str(info.value)
 
 
 def test_a_repeated_judgement_with_grade_zero_is_an_error_too(spark, edge_tables):
