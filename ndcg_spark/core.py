@@ -629,6 +629,8 @@ def relevance_lists(rel: DataFrame, opts: EvaluationOptions) -> DataFrame:
         # A filter, not a column: no projection that leaves the lists unread (a user excluded
         # by a policy, a count) can prune the check.
         per_user = per_user.filter(f"(CASE WHEN {n_repeats} > 0 THEN {error} END) IS NULL")
+        # Every row past the filter has none (and the count is not computed a second time).
+        n_repeats = "0"
     positive = f"array_remove({rels}, 0.0D)"
     return per_user.selectExpr(
         user,
