@@ -53,6 +53,24 @@ def compare(
     (``no_recommendations``, ``zero_idcg``) decide whether the pair counts; the summary counts
     such users in ``users_only_in_baseline`` and ``users_only_in_candidate``.
 
+    Parameters
+    ----------
+    baseline, candidate : DataFrame
+        The two models' recommendations, each as :func:`ndcg_spark.evaluate` takes them.
+    relevance : DataFrame
+        The ground truth both are judged against.
+    user_attributes : DataFrame, optional
+        One row per user with segment columns named in ``group_by``.
+    **options
+        Any field of :class:`ndcg_spark.options.EvaluationOptions`, applied to both sides.
+
+    Returns
+    -------
+    ComparisonResult
+        ``per_user`` (segments, user, k, both NDCGs and their difference), ``summary`` (per
+        segment and k: means, mean difference with its 95% interval, paired t-test p-value,
+        wins / ties / losses, one-sided users) and ``report()`` (the summary as dicts).
+
     Examples
     --------
     >>> result = compare(production_recs, candidate_recs, relevance, k=[10])  # doctest: +SKIP

@@ -311,11 +311,24 @@ def validate(recommendations: DataFrame, relevance: DataFrame, **options) -> Dic
     rows are set aside by :func:`ndcg_spark.evaluate`); empty tables and schema problems
     always raise.
 
+    Parameters
+    ----------
+    recommendations, relevance : DataFrame
+        The two tables, as given to :func:`ndcg_spark.evaluate`.
+    **options
+        Any field of :class:`ndcg_spark.options.EvaluationOptions` (column names, rank column,
+        relevance policies, ``on_invalid_rows``, ``group_by``).
+
     Returns
     -------
     dict
         ``{"recommendations": TableReport, "relevance": TableReport}`` with row counts and, per
         problem, the number of rows and up to five example keys.
+
+    Raises
+    ------
+    InputDataError
+        One line naming the table, column, problem, row count and example keys.
     """
     opts = EvaluationOptions.from_mapping(options)
     reports = {}
