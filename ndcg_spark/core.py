@@ -36,6 +36,7 @@ from ndcg_spark.errors import INPUT_ERROR_TAG, InputDataError
 from ndcg_spark.functions import (
     array_size,
     discount,
+    fails_if,
     first_occurrence_only,
     first_occurrences,
     gain,
@@ -232,8 +233,9 @@ def evaluate(
         recommendations = guard_rows(recommendations, "recommendations", opts)
         relevance = guard_rows(relevance, "relevance", opts)
     recs = select_recommendations(recommendations, opts)
-    item_type = common_item_type(recs.schema[ITEM].dataType, relevance, opts)
-    if item_type != recs.schema[ITEM].dataType:
+    recs_item_type = recs.schema[ITEM].dataType
+    item_type = common_item_type(recs_item_type, relevance, opts)
+    if item_type != recs_item_type:
         recs = recs.withColumn(ITEM, F.col(ITEM).cast(item_type))
     rel = select_relevance(relevance, opts, item_type=item_type)
     per_user = (
@@ -400,9 +402,7 @@ def recommendation_lists(
             f"{INPUT_ERROR_TAG}: recommendations column {opts.rank_col!r} has two items at the same rank "
             f"for one user, e.g. {opts.user_col}="
         )
-        error = f"raise_error(concat({message}, CAST({ident(opts.user_col)} AS STRING)))"
-        # A filter, not a column: no projection that leaves the lists unread can prune the check.
-        lists = lists.filter(f"(CASE WHEN {has_repeats(ORDERS)} THEN {error} END) IS NULL")
+        lists = lists.filter(fails_if(has_repeats(ORDERS), f"concat({message}, CAST({ident(opts.user_col)} AS STRING))"))
     items, orders = (ITEMS, ORDERS) if keep is None else (f"slice({ITEMS}, 1, {int(keep)})", f"slice({ORDERS}, 1, {int(keep)})")
     return lists.selectExpr(
         *keys,
@@ -625,10 +625,7 @@ def relevance_lists(rel: DataFrame, opts: EvaluationOptions) -> DataFrame:
             f"{opts.item_col}) pair, e.g. {opts.user_col}="
         )
         hint = string_literal("; set duplicate_relevance = \"max\" to keep the largest relevance")
-        error = f"raise_error(concat({message}, CAST({user} AS STRING), {hint}))"
-        # A filter, not a column: no projection that leaves the lists unread (a user excluded
-        # by a policy, a count) can prune the check.
-        per_user = per_user.filter(f"(CASE WHEN {n_repeats} > 0 THEN {error} END) IS NULL")
+        per_user = per_user.filter(fails_if(f"{n_repeats} > 0", f"concat({message}, CAST({user} AS STRING), {hint})"))
         # Every row past the filter has none (and the count is not computed a second time).
         n_repeats = "0"
     positive = f"array_remove({rels}, 0.0D)"
@@ -952,7 +949,7 @@ def with_user_attributes(df: DataFrame, attributes: Optional[DataFrame], opts: E
     attrs = (
         attributes.groupBy(F.col(user).alias(opts.user_col))
         .agg(F.count(F.lit(1)).alias("__ndcg_attribute_rows"), *[F.first(F.col(ident(c))).alias(c) for c in wanted])
-        .filter(f"(CASE WHEN __ndcg_attribute_rows > 1 THEN raise_error(concat({message}, CAST({user} AS STRING))) END) IS NULL")
+        .filter(fails_if("__ndcg_attribute_rows > 1", f"concat({message}, CAST({user} AS STRING))"))
         .drop("__ndcg_attribute_rows")
     )
     return df.join(attrs, on=opts.user_col, how="left")
@@ -1018,12 +1015,14 @@ def summarize(scored: DataFrame, opts: EvaluationOptions) -> DataFrame:
 
 
 def join_null_safe(left: DataFrame, right: DataFrame, keys: list, how: str) -> DataFrame:
-    """``left.join(right, on=keys, how=how)`` where a null key matches a null key.
+    """``left.join(right, on=keys, how=how)`` (``how`` "left" or "full") where a null key matches a null key.
 
     ``k`` is null for the whole-list cutoff and a segment value may be null: a plain equi-join
     on such keys would never pair those rows. One column per key, as with ``on=keys``
     (for a full join, the value of whichever side has the row).
     """
+    if how not in ("left", "full"):
+        raise ValueError(f"join_null_safe joins 'left' or 'full', not {how!r}")
     renamed = right.select(
         *[F.col(ident(c)).alias(f"__ndcg_right_{i}") for i, c in enumerate(keys)],
         *[F.col(ident(c)) for c in right.columns if c not in keys],
@@ -1033,10 +1032,8 @@ def join_null_safe(left: DataFrame, right: DataFrame, keys: list, how: str) -> D
         equal = F.col(ident(c)).eqNullSafe(F.col(f"__ndcg_right_{i}"))
         condition = equal if condition is None else condition & equal
     joined = left.join(renamed, on=condition, how=how)
-    if how in ("full", "outer", "full_outer", "fullouter"):
+    if how == "full":
         key_columns = [F.coalesce(F.col(ident(c)), F.col(f"__ndcg_right_{i}")).alias(c) for i, c in enumerate(keys)]
-    elif how in ("right", "right_outer", "rightouter"):
-        key_columns = [F.col(f"__ndcg_right_{i}").alias(c) for i, c in enumerate(keys)]
     else:
         key_columns = [F.col(ident(c)) for c in keys]
     rest = [F.col(ident(c)) for c in joined.columns if c not in keys and not c.startswith("__ndcg_right_")]

@@ -35,7 +35,6 @@ FORMATS = ("parquet", "csv", "json", "orc")
 UNSAFE_PARTITION_CHARS = '"#%\'*/:=?\\{}[]^ '
 
 
-
 @dataclass(frozen=True)
 class JobConfig:
     """Everything the job needs: where to read and write, and the evaluation options."""

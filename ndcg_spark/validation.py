@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ndcg_spark.errors import INPUT_ERROR_TAG, InputDataError
-from ndcg_spark.functions import ident, string_literal
+from ndcg_spark.functions import fails_if, ident, string_literal
 from ndcg_spark.options import EvaluationOptions
 
 #: Relevance at or above this overflows 2^rel - 1 in a double.
@@ -224,9 +224,7 @@ def guard_rows(df: DataFrame, table: str, opts: EvaluationOptions) -> DataFrame:
         return df
     # The first problem of the row, as the start of its message; one raise_error for them all.
     problem = f"(CASE {' '.join(whens)} END)"
-    return df.filter(
-        f"(CASE WHEN {problem} IS NOT NULL THEN raise_error(concat({problem}, {_key_text(opts)})) END) IS NULL"
-    )
+    return df.filter(fails_if(f"{problem} IS NOT NULL", f"concat({problem}, {_key_text(opts)})"))
 
 
 def split_rows(df: DataFrame, table: str, opts: EvaluationOptions) -> Tuple[DataFrame, DataFrame]:
