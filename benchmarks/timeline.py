@@ -21,7 +21,6 @@ Usage (the same data options as ``bench.py``; its data are generated if missing)
 
     python benchmarks/timeline.py                       # (b) and (d), 200k users
     python benchmarks/timeline.py --variants a,b,b100,c,d --repeat 5 --users 400000
-    python benchmarks/timeline.py --top-k-method heap --stages   # (b) with the heap top-k
 """
 
 from __future__ import annotations

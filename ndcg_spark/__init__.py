@@ -1,16 +1,24 @@
-"""ndcg-spark: per-user and mean NDCG@k with graded relevance, in the Spark DataFrame API."""
+"""ndcg-spark: per-user and mean NDCG@k with graded relevance, in the Spark DataFrame API.
 
-from ndcg_spark.errors import ConfigError, InputDataError, NdcgError
-from ndcg_spark.core import EvaluationResult, evaluate
+The public API is what ``__all__`` names; every other module and name is private.
+"""
+
+from ndcg_spark.compare import ComparisonResult, compare
+from ndcg_spark.errors import ConfigError, InputDataError, NdcgError, QualityGateFailed
+from ndcg_spark.evaluation import EvaluationResult, evaluate
 from ndcg_spark.options import EvaluationOptions
-from ndcg_spark.validation import validate
+from ndcg_spark.validation import TableReport, validate
 
 __all__ = [
+    "ComparisonResult",
     "ConfigError",
     "EvaluationOptions",
     "EvaluationResult",
     "InputDataError",
     "NdcgError",
+    "QualityGateFailed",
+    "TableReport",
+    "compare",
     "evaluate",
     "validate",
 ]

@@ -1,8 +1,10 @@
-"""The evaluation options: one typed, validated object shared by the library and the job.
+"""The evaluation options: one typed, validated object, built once and passed as itself.
 
 Every field of :class:`EvaluationOptions` is a keyword argument of :func:`ndcg_spark.evaluate`,
 a key of the job's TOML config and a ``--flag`` of the job (underscores become dashes), so the
-three cannot drift apart.
+three cannot drift apart. The object holds Python values only (``k=(5, 10)``, ``k=None`` for
+the whole list); config spellings such as ``"5,10"`` or ``"all"`` are read by the job
+(:mod:`ndcg_spark.job.config`).
 """
 
 from __future__ import annotations
@@ -10,15 +12,9 @@ from __future__ import annotations
 import dataclasses
 import difflib
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Optional, Tuple
+from typing import Any, Iterable, Mapping, Optional, Tuple
 
 from ndcg_spark.errors import ConfigError
-
-#: Default column names, in one place.
-USER_COL = "user_id"
-ITEM_COL = "item_id"
-SCORE_COL = "score"
-RELEVANCE_COL = "relevance"
 
 GAINS = ("linear", "exponential")
 ZERO_IDCG_POLICIES = ("zero", "exclude")
@@ -31,10 +27,22 @@ CONFIDENCE_INTERVALS = ("normal", "bootstrap")
 LAYOUTS = ("rows", "array")
 ARRAY_RANKINGS = ("score", "order")
 INVALID_ROWS_POLICIES = ("error", "quarantine")
-TOP_K_METHODS = ("window", "heap")
 
-#: Spelling of the "whole list" cutoff in configs and flags (``k = None`` in Python).
+#: How the whole-list cutoff (``None`` in Python) is written in configs, flags and tables.
 WHOLE_LIST = "all"
+
+Cutoff = Optional[int]
+
+
+def k_label(k: Cutoff) -> str:
+    """A cutoff as users write it: ``"10"``, or ``"all"`` for the whole list (``None``).
+
+    Examples
+    --------
+    >>> k_label(10), k_label(None)
+    ('10', 'all')
+    """
+    return WHOLE_LIST if k is None else str(k)
 
 
 def _opt(default: Any, help: str, choices: Optional[Tuple[str, ...]] = None) -> Any:
@@ -45,21 +53,56 @@ def _opt(default: Any, help: str, choices: Optional[Tuple[str, ...]] = None) -> 
 class EvaluationOptions:
     """What to compute and how; validated on construction.
 
-    Build it with :meth:`from_mapping` to accept config-file spellings (``k = "5,10"``).
+    Parameters
+    ----------
+    k : int, sequence of int or None, or None
+        Cutoffs. ``None`` (alone or in the sequence) is each user's whole list. Stored sorted,
+        without repeats, the whole list last.
+    gain : {"linear", "exponential"}
+        ``rel`` or ``2^rel - 1``.
+    user_col, item_col, score_col, rank_col, relevance_col : str
+        Column names; ``rank_col`` (1 = first), when set, is used instead of the score.
+    tie_break, ties, zero_idcg, no_recommendations, duplicate_relevance, negative_relevance, \
+on_invalid_rows, cap_ideal_at_list_length
+        Conventions and policies (see each field's help and ``docs/conventions.md``).
+    group_by : sequence of str
+        Segment columns, of the recommendations or of a user attributes table.
+    companion_metrics : bool
+        Also precision, recall, AP, RR and hit rate at each k.
+    relevance_threshold : float, optional
+        Binary relevance of the companion metrics (default: relevance > 0).
+    confidence_interval, bootstrap_samples, seed
+        The 95% interval of each mean NDCG.
+    recommendations_layout, array_col, array_ranking
+        Rows, or Spark ML's ``recommendForAllUsers`` arrays.
+
+    Raises
+    ------
+    ConfigError
+        A value out of its choices, a wrong type, or columns that clash.
+
+    Examples
+    --------
+    >>> opts = EvaluationOptions(k=[10, 5, None], gain="exponential")
+    >>> opts.k, opts.largest_k
+    ((5, 10, None), None)
+    >>> EvaluationOptions(gain="log")
+    Traceback (most recent call last):
+    ...
+    ndcg_spark.errors.ConfigError: gain = 'log' is not one of linear, exponential
     """
 
-    k: Optional[Tuple[Optional[int], ...]] = _opt(
-        None,
-        "Cutoffs, e.g. 5,10,20. 'all' (or omitting k) means each user's own list length.",
+    k: Tuple[Cutoff, ...] = _opt(
+        None, "Cutoffs, e.g. 5,10,20. 'all' (or omitting k) means each user's own list length."
     )
     gain: str = _opt("linear", "Gain of a relevance value: linear (rel) or exponential (2^rel - 1).", GAINS)
-    user_col: str = _opt(USER_COL, "User (or query) column of both tables.")
-    item_col: str = _opt(ITEM_COL, "Item (or document) column of both tables.")
-    score_col: str = _opt(SCORE_COL, "Score column of the recommendations; higher ranks first.")
+    user_col: str = _opt("user_id", "User (or query) column of both tables.")
+    item_col: str = _opt("item_id", "Item (or document) column of both tables.")
+    score_col: str = _opt("score", "Score column of the recommendations; higher ranks first.")
     rank_col: Optional[str] = _opt(
         None, "Rank column of the recommendations (1 = first); when set, it is used instead of the score."
     )
-    relevance_col: str = _opt(RELEVANCE_COL, "Relevance column of the ground-truth table.")
+    relevance_col: str = _opt("relevance", "Relevance column of the ground-truth table.")
     tie_break: str = _opt(
         "item_ascending",
         "Order of recommendations with equal score (or rank): item_ascending, or item_descending as trec_eval.",
@@ -92,8 +135,7 @@ class EvaluationOptions:
         INVALID_ROWS_POLICIES,
     )
     cap_ideal_at_list_length: bool = _opt(
-        False,
-        "Cut the ideal list at min(k, list length) instead of k (seed 004's calc_ndcg); off penalises short lists.",
+        False, "Cut the ideal list at min(k, list length) instead of k; off penalises short lists."
     )
     ties: str = _opt(
         "item",
@@ -124,77 +166,80 @@ class EvaluationOptions:
         "(Spark ML ALSModel.recommendForAllUsers output), item_col and score_col naming the struct fields.",
         LAYOUTS,
     )
-    top_k_method: str = _opt(
-        "window",
-        "How each user's top k recommendations are found: 'window' (row_number() over a sort of every row), or "
-        "'heap': a bounded heap per user where it applies (Spark 4.2+, finite k, no rank column, "
-        "ties = 'item'), a little less task CPU on continuous scores; users whose k-th and (k+1)-th best "
-        "scores tie are recomputed by the window, which makes tie-heavy scores slower (see the README).",
-        TOP_K_METHODS,
-    )
     array_col: str = _opt("recommendations", "Array column of the 'array' layout.")
     array_ranking: str = _opt(
-        "score", "In the 'array' layout, rank by the score field ('score') or by position in the array ('order').",
+        "score",
+        "In the 'array' layout, rank by the score field ('score') or by position in the array ('order').",
         ARRAY_RANKINGS,
     )
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "k", _parse_k(self.k))
+        object.__setattr__(self, "k", _cutoffs(self.k))
+        object.__setattr__(self, "group_by", _column_names(self.group_by))
         for f in dataclasses.fields(self):
             choices = f.metadata.get("choices")
             value = getattr(self, f.name)
             if choices and value not in choices:
                 raise ConfigError(f"{f.name} = {value!r} is not one of {', '.join(choices)}")
-        for name in ("user_col", "item_col", "score_col", "relevance_col", "rank_col"):
+        for name in ("user_col", "item_col", "score_col", "relevance_col", "rank_col", "array_col"):
             value = getattr(self, name)
-            if value is None and name == "rank_col":
-                continue
-            if not isinstance(value, str) or not value:
+            if (value is not None or name != "rank_col") and (not isinstance(value, str) or not value):
                 raise ConfigError(f"{name} must be a non-empty column name, got {value!r}")
         for name in ("cap_ideal_at_list_length", "companion_metrics"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
-        object.__setattr__(self, "group_by", _parse_names(self.group_by, "group_by"))
+        for name, least in (("bootstrap_samples", 2), ("seed", None)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or (least is not None and value < least):
+                raise ConfigError(f"{name} must be an integer{f' >= {least}' if least else ''}, got {value!r}")
+        threshold = self.relevance_threshold
+        if threshold is not None:
+            if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
+                raise ConfigError(f"relevance_threshold must be a number, got {threshold!r}")
+            object.__setattr__(self, "relevance_threshold", float(threshold))
+        if self.user_col == self.item_col:
+            raise ConfigError("user_col and item_col must be different columns")
         if self.user_col in self.group_by:
             raise ConfigError("group_by cannot hold the user column")
-        for name in ("bootstrap_samples", "seed"):
-            value = getattr(self, name)
-            if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-                value = int(value)
-                object.__setattr__(self, name, value)
-            if isinstance(value, bool) or not isinstance(value, int) or (name == "bootstrap_samples" and value < 2):
-                raise ConfigError(f"{name} must be an integer{' >= 2' if name == 'bootstrap_samples' else ''}, got {value!r}")
-        if self.relevance_threshold is not None:
-            try:
-                threshold = float(self.relevance_threshold)
-            except (TypeError, ValueError):
-                raise ConfigError(f"relevance_threshold must be a number, got {self.relevance_threshold!r}") from None
-            object.__setattr__(self, "relevance_threshold", threshold)
-        if len({self.user_col, self.item_col}) < 2:
-            raise ConfigError("user_col and item_col must be different columns")
 
     @property
-    def cutoffs(self) -> Tuple[Optional[int], ...]:
+    def cutoffs(self) -> Tuple[Cutoff, ...]:
         """The cutoffs to compute; ``None`` stands for each user's whole list."""
-        return self.k if self.k else (None,)
+        return self.k
 
     @property
-    def largest_k(self) -> Optional[int]:
+    def largest_k(self) -> Cutoff:
         """The largest finite cutoff, or ``None`` when the whole list is needed."""
-        return None if None in self.cutoffs else max(self.cutoffs)  # type: ignore[type-var]
+        return None if None in self.k else max(self.k)  # type: ignore[type-var]
 
     @classmethod
     def names(cls) -> Tuple[str, ...]:
+        """The option names, in declaration order."""
         return tuple(f.name for f in dataclasses.fields(cls))
 
     @classmethod
-    def from_mapping(cls, values: dict) -> "EvaluationOptions":
-        """Build options from a config mapping, refusing unknown keys with a suggestion."""
+    def from_mapping(cls, values: Mapping[str, Any]) -> "EvaluationOptions":
+        """Options from ``{name: value}``, refusing unknown names with a suggestion."""
         check_known_keys(values, cls.names(), "option")
         return cls(**values)
 
+    def updated(self, **changes: Any) -> "EvaluationOptions":
+        """A copy with ``changes`` applied (unknown names refused, as by :meth:`from_mapping`)."""
+        check_known_keys(changes, self.names(), "option")
+        return dataclasses.replace(self, **changes)
+
+
+def resolve(options: Optional[EvaluationOptions], overrides: Mapping[str, Any]) -> EvaluationOptions:
+    """The options of a library call: ``options`` (or the defaults) with keyword ``overrides``."""
+    if options is not None and not isinstance(options, EvaluationOptions):
+        raise ConfigError(f"options must be an EvaluationOptions, got {type(options).__name__}")
+    if options is None:
+        return EvaluationOptions.from_mapping(overrides)
+    return options.updated(**overrides) if overrides else options
+
 
 def check_known_keys(values: Iterable[str], known: Iterable[str], what: str) -> None:
+    """Raise :class:`ConfigError` for the first key not in ``known``, suggesting the closest."""
     known = list(known)
     for key in values:
         if key not in known:
@@ -203,42 +248,20 @@ def check_known_keys(values: Iterable[str], known: Iterable[str], what: str) -> 
             raise ConfigError(f"unknown {what} {key!r}{hint}")
 
 
-def _parse_names(value: Any, name: str) -> Tuple[str, ...]:
-    """Accept "a,b", ["a", "b"] or () for a list of column names."""
-    if value is None:
-        return ()
-    items = value.split(",") if isinstance(value, str) else list(value)
-    names = tuple(i.strip() if isinstance(i, str) else i for i in items)
+def _column_names(value: Any) -> Tuple[str, ...]:
+    names = (value,) if isinstance(value, str) else tuple(value or ())
     if any(not isinstance(n, str) or not n for n in names):
-        raise ConfigError(f"{name} must be a list of column names, got {value!r}")
-    return tuple(n for n in names if n)
+        raise ConfigError(f"group_by must be a list of column names, got {value!r}")
+    return names
 
 
-def _parse_k(value: Any) -> Optional[Tuple[Optional[int], ...]]:
-    """Accept 10, "5,10,all", [5, 10], None; return a sorted tuple without repeats, or None."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        items: list = [v.strip() for v in value.split(",")]
-    elif isinstance(value, (list, tuple)):
-        items = list(value)
-    else:
-        items = [value]
-    parsed = []
+def _cutoffs(value: Any) -> Tuple[Cutoff, ...]:
+    """A sorted tuple of positive ints without repeats, ``None`` (the whole list) last."""
+    items = list(value) if isinstance(value, (list, tuple)) else [value]
     for item in items:
-        if item is None or (isinstance(item, str) and item.lower() in (WHOLE_LIST, "none", "list")):
-            parsed.append(None)
-            continue
-        if isinstance(item, bool):
-            raise ConfigError(f"k must hold positive integers or '{WHOLE_LIST}', got {item!r}")
-        if isinstance(item, str):
-            if not item.strip().lstrip("+").isdigit():
-                raise ConfigError(f"k must hold positive integers or '{WHOLE_LIST}', got {item!r}")
-            item = int(item)
-        if not isinstance(item, int) or item < 1:
-            raise ConfigError(f"k must hold positive integers or '{WHOLE_LIST}', got {item!r}")
-        parsed.append(item)
-    if not parsed:
+        if item is not None and (isinstance(item, bool) or not isinstance(item, int) or item < 1):
+            raise ConfigError(f"k must hold positive integers or None (the whole list), got {item!r}")
+    if not items:
         raise ConfigError("k is empty")
-    finite = sorted({p for p in parsed if p is not None})
-    return tuple(finite) + ((None,) if None in parsed else ())
+    finite = sorted({i for i in items if i is not None})
+    return tuple(finite) + ((None,) if None in items else ())

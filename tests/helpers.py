@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+
+import numpy as np
 from typing import Dict, Iterable, List, Optional, Sequence
 
 from pyspark.sql import DataFrame, SparkSession
@@ -42,3 +44,28 @@ def reference_ndcg(ranked: List, rel: Dict, k: Optional[int], exponential: bool 
     ideal = [g(r) for r in sorted(rel.values(), reverse=True)[:cut]]
     idcg = dcg(ideal)
     return dcg(gains) / idcg if idcg > 0 else 0.0
+
+
+def random_graded(seed, users=40, items=60, list_length=25, judged_per_user=15, ties=False):
+    """{user: {item: score}} and {user: {item: grade 0-4}}; user 1 has only 0 grades."""
+    rng = np.random.default_rng(seed)
+    recs, rels = {}, {}
+    for u in range(users):
+        chosen = rng.choice(items, size=list_length, replace=False)
+        scores = rng.integers(0, 5, size=list_length) if ties else rng.permutation(list_length) + rng.random()
+        recs[u] = {f"d{int(i):03d}": float(s) for i, s in zip(chosen, scores)}
+        judged_items = rng.choice(items, size=judged_per_user, replace=False)
+        rels[u] = {f"d{int(i):03d}": int(rng.integers(0, 5)) for i in judged_items}
+    if users > 3:
+        rels[1] = {k: 0 for k in rels[1]}  # a user with no positive relevance (IDCG = 0)
+    return recs, rels
+
+
+def frames(spark, recs, rels):
+    """The dicts of :func:`random_graded` as (recommendations, relevance) DataFrames."""
+    rec_rows = [(u, i, s) for u, m in recs.items() for i, s in m.items()]
+    rel_rows = [(u, i, float(r)) for u, m in rels.items() for i, r in m.items()]
+    return (
+        spark.createDataFrame(rec_rows, "user_id int, item_id string, score double"),
+        spark.createDataFrame(rel_rows, "user_id int, item_id string, relevance double"),
+    )

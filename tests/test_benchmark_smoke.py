@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench.py"
+TIMELINE = BENCH.parent / "timeline.py"
 #: The tiny data set and session settings every script below runs with.
 TINY = ["--repeat", "1", "--warmup", "0", "--shuffle-partitions", "2", "--driver-memory", "1g"]
 
@@ -48,32 +49,6 @@ def test_benchmark_script_runs_and_prints_ratios(tmp_path):
     # The floor saw every generated row and user; the metric is non-trivial on this data.
     assert "users=200 recommended=2000 judged=1000" in results["results"]["a"]["check"]
     assert "ndcg@10=0.0000" not in results["results"]["b"]["check"]
-
-
-TOP_K_METHODS = BENCH.parent / "top_k_methods.py"
-
-
-def test_top_k_methods_script_runs_and_both_methods_agree(spark, tmp_path):
-    # Each user's 12 rows share one score: every user has a tie at the cut and takes the window.
-    recs = spark.range(0, 1200).selectExpr(
-        "CAST(id % 100 AS INT) AS user_id", "CAST(id AS INT) AS item_id", "CAST(id * 7 % 4 AS DOUBLE) / 4 AS score"
-    )
-    rel = recs.filter("item_id % 3 = 0").selectExpr("user_id", "item_id", "CAST(item_id % 5 AS DOUBLE) AS relevance")
-    recs.repartition(3).write.parquet(str(tmp_path / "recs"))
-    rel.write.parquet(str(tmp_path / "rel"))
-    proc = run_script(TOP_K_METHODS, "--data", str(tmp_path), "--repeat", "1", "--warmup", "0", "--driver-memory", "1g")
-
-    lines = proc.stdout.splitlines()
-    assert (
-        "users with a tie at the cut (recomputed by the window): 100 of 100; "
-        "users whose rows the window reads (those and any sharing their bitmap bucket): 100"
-    ) in lines
-    checks = {line.split()[0]: line.split()[-2:] for line in lines if line.split()[:1] in (["b_heap"], ["b_window"], ["d"])}
-    assert set(checks) == {"b_heap", "b_window", "d"}
-    assert checks["b_heap"] == checks["b_window"] and checks["b_heap"][1] == "users=100"
-
-
-TIMELINE = BENCH.parent / "timeline.py"
 
 
 def test_timeline_script_splits_each_run_into_phases_within_the_run(tmp_path):

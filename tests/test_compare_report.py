@@ -15,30 +15,30 @@ from ndcg_spark import evaluate
 from ndcg_spark.compare import compare
 from ndcg_spark.errors import EXIT_OK
 from ndcg_spark.job import run
-from tests.test_oracles import _frames, _random_graded
+from tests.helpers import frames, random_graded
 
 
 @pytest.fixture(scope="module")
 def two_models(spark):
-    recs, rels = _random_graded(seed=31, users=50)
+    recs, rels = random_graded(seed=31, users=50)
     rng = np.random.default_rng(2)
     # The candidate re-scores the same items: better for users whose noise helps, worse for others.
     candidate = {u: {i: s + rng.normal(0, 3) for i, s in m.items()} for u, m in recs.items()}
     del candidate[7]  # user 7 only in the baseline
-    baseline_df, rel_df = _frames(spark, recs, rels)
-    candidate_df, _ = _frames(spark, candidate, rels)
+    baseline_df, rel_df = frames(spark, recs, rels)
+    candidate_df, _ = frames(spark, candidate, rels)
     return baseline_df, candidate_df, rel_df
 
 
-# "all" (k null in the output) once failed to pair any user: a null key never equals a null key.
-@pytest.mark.parametrize("cutoffs", [[5, 10], [10, "all"]])
+# The whole list (k null in the output) once failed to pair any user: a null key never equals a null key.
+@pytest.mark.parametrize("cutoffs", [[5, 10], [10, None]])
 def test_compare_matches_separate_evaluations_and_scipy(spark, two_models, cutoffs):
     baseline, candidate, rel = two_models
     result = compare(baseline, candidate, rel, k=cutoffs)
     report = {r["k"]: r for r in result.report()}
     assert len(report) == len(cutoffs)
     for k in cutoffs:
-        r = report[None if k == "all" else k]
+        r = report[k]
         a = {r.user_id: r.ndcg for r in evaluate(baseline, rel, k=[k]).per_user.collect()}
         b = {r.user_id: r.ndcg for r in evaluate(candidate, rel, k=[k]).per_user.collect()}
         # User 7 has relevance rows, so the candidate scores it as a user without recommendations (NDCG 0).

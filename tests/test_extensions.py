@@ -11,14 +11,14 @@ from pyspark.errors import PySparkException
 from pyspark.sql import functions as F
 from sklearn.metrics import ndcg_score
 
-from ndcg_spark import core, evaluate
-from tests.test_oracles import _frames, _random_graded
+from ndcg_spark import _scoring, evaluate
+from tests.helpers import frames, random_graded
 
 
 @pytest.fixture(scope="module")
 def graded(spark):
-    recs, rels = _random_graded(seed=21, users=40)
-    return recs, rels, _frames(spark, recs, rels)
+    recs, rels = random_graded(seed=21, users=40)
+    return recs, rels, frames(spark, recs, rels)
 
 
 # ----------------------------------------------------------------------------- segments
@@ -101,12 +101,12 @@ def test_bootstrap_interval_of_a_tiny_group(spark):
 def test_bootstrap_interval_for_every_cutoff_and_the_whole_list(spark, graded):
     # The whole list's k is null: its interval once came back null (a null key joins nothing).
     _, _, (recs, rel) = graded
-    options = dict(k=[10, "all"], confidence_interval="bootstrap", bootstrap_samples=200, seed=7)
+    options = dict(k=[10, None], confidence_interval="bootstrap", bootstrap_samples=200, seed=7)
     rows = evaluate(recs, rel, **options).summary.collect()
     assert [r.k for r in rows] == [10, None]
     for row in rows:
         assert row.ndcg_ci_low is not None and row.ndcg_ci_low < row.mean_ndcg < row.ndcg_ci_high
-    alone = evaluate(recs, rel, **{**options, "k": ["all"]}).summary.first()
+    alone = evaluate(recs, rel, **{**options, "k": [None]}).summary.first()
     assert (alone.ndcg_ci_low, alone.ndcg_ci_high) == (rows[1].ndcg_ci_low, rows[1].ndcg_ci_high)
 
 
@@ -114,14 +114,14 @@ def test_bootstrap_interval_for_every_cutoff_and_the_whole_list(spark, graded):
 
 
 def test_companion_metrics_match_trec_eval(spark):
-    recs, rels = _random_graded(seed=5, users=30)
+    recs, rels = random_graded(seed=5, users=30)
     cutoffs = [1, 5, 10, 20]
     measures = {"P." + ",".join(map(str, cutoffs)), "recall." + ",".join(map(str, cutoffs)),
                 "map_cut." + ",".join(map(str, cutoffs)), "recip_rank"}
     trec = pytrec_eval.RelevanceEvaluator({str(u): m for u, m in rels.items()}, measures).evaluate(
         {str(u): m for u, m in recs.items()}
     )
-    result = evaluate(*_frames(spark, recs, rels), k=[*cutoffs, "all"], companion_metrics=True,
+    result = evaluate(*frames(spark, recs, rels), k=[*cutoffs, None], companion_metrics=True,
                       tie_break="item_descending")
     rows = []
     for u in recs:
@@ -140,10 +140,10 @@ def test_companion_metrics_match_trec_eval(spark):
 def test_companion_metrics_match_ranking_evaluator_on_binary_data(spark):
     from pyspark.ml.evaluation import RankingEvaluator
 
-    recs, rels = _random_graded(seed=9, users=30)
+    recs, rels = random_graded(seed=9, users=30)
     rels = {u: {i: int(r > 2) for i, r in m.items()} for u, m in rels.items()}
-    rec_df, rel_df = _frames(spark, recs, rels)
-    ours = {r.k: r for r in evaluate(rec_df, rel_df, k=[5, 10, "all"], companion_metrics=True).summary.collect()}
+    rec_df, rel_df = frames(spark, recs, rels)
+    ours = {r.k: r for r in evaluate(rec_df, rel_df, k=[5, 10, None], companion_metrics=True).summary.collect()}
     rows = []
     for u, scored in recs.items():
         ranked = [float(i[1:]) for i in sorted(scored, key=lambda i: (-scored[i], i))]
@@ -172,8 +172,8 @@ def test_relevance_threshold(spark):
 
 @pytest.mark.parametrize("k", [1, 3, 7, 25])
 def test_tie_averaging_matches_scikit_learn(spark, k):
-    recs, rels = _random_graded(seed=13, users=30, ties=True)
-    got = {r.user_id: r.ndcg for r in evaluate(*_frames(spark, recs, rels), k=[k], ties="average").per_user.collect()}
+    recs, rels = random_graded(seed=13, users=30, ties=True)
+    got = {r.user_id: r.ndcg for r in evaluate(*frames(spark, recs, rels), k=[k], ties="average").per_user.collect()}
     for u, scored in recs.items():
         universe = sorted(set(scored) | set(rels[u]))
         # Unrecommended judged items rank below every recommendation, and are not tied with them.
@@ -201,7 +201,7 @@ def test_tie_averaging_counts_repeats_among_the_first_k_only(spark):
     for ties in ("item", "average"):
         result = evaluate(recs, rel, k=[2], ties=ties)
         assert tuple(result.summary.select(*counts).first()) == (2, 0), ties
-        assert result.accounting.select("recommendations_evaluated", "recommendations_used", "recommendations_repeated").first() == (3, 3, 0), ties
+        assert result.accounting.select("recommendations_beyond_k", "recommendations_used", "recommendations_repeated").first() == (2, 3, 0), ties
     # The tied group b, c, c fills slots 2-4 with its mean gain (0 + 1 + 0) / 3 (the repeat gains nothing); slot 2 is within k.
     dcg = {r.user_id: r.dcg for r in evaluate(recs, rel, k=[2], ties="average").per_user.collect()}
     assert dcg[1] == pytest.approx((0.0 + 1.0 + 0.0) / 3 / np.log2(3))
@@ -231,14 +231,14 @@ def test_tie_averaged_gains_are_the_mean_of_each_run_of_equal_keys(spark):
         return out
 
     schema = "u int, o array<double>, g array<double>"
-    got = spark.createDataFrame(rows, schema).selectExpr("u", f"{core.tie_averaged('g', 'o')} AS g")
+    got = spark.createDataFrame(rows, schema).selectExpr("u", f"{_scoring.tie_averaged('g', 'o')} AS g")
     expected = spark.createDataFrame([(u, averaged(o, g)) for u, o, g in rows], "u int, g array<double>")
     assert_df_equality(got, expected, ignore_nullable=True)
 
 
 def test_first_occurrences_flag_each_item_once_in_position_order(spark):
     """first_occurrences / first_occurrence_only against plain Python, incl. a 5,000-long list."""
-    from ndcg_spark.functions import first_occurrence_only, first_occurrences, occurrence_order
+    from ndcg_spark._sql import first_occurrence_only, first_occurrences, occurrence_order
 
     rng = np.random.default_rng(5)
     rows = [(0, None), (1, ["a", "b"]), (2, ["a", "a"]), (3, ["b", "a", "b", "c", "a", "a"]),

@@ -9,7 +9,7 @@ from chispa import assert_approx_df_equality
 from sklearn.metrics import ndcg_score
 
 from ndcg_spark import evaluate
-from tests.helpers import judged, ranked_lists
+from tests.helpers import frames, judged, random_graded, ranked_lists
 
 # --------------------------------------------------------------------- Spark's RankingMetricsSuite
 
@@ -103,31 +103,8 @@ def test_trec_eval_conformance_per_topic_and_mean(spark, data_dir):
         assert means[k] == pytest.approx(value, abs=5e-5), k
 
 
-def _random_graded(seed, users=40, items=60, list_length=25, judged_per_user=15, ties=False):
-    rng = np.random.default_rng(seed)
-    recs, rels = {}, {}
-    for u in range(users):
-        chosen = rng.choice(items, size=list_length, replace=False)
-        scores = rng.integers(0, 5, size=list_length) if ties else rng.permutation(list_length) + rng.random()
-        recs[u] = {f"d{int(i):03d}": float(s) for i, s in zip(chosen, scores)}
-        judged_items = rng.choice(items, size=judged_per_user, replace=False)
-        rels[u] = {f"d{int(i):03d}": int(rng.integers(0, 5)) for i in judged_items}
-    if users > 3:
-        rels[1] = {k: 0 for k in rels[1]}  # a user with no positive relevance (IDCG = 0)
-    return recs, rels
-
-
-def _frames(spark, recs, rels):
-    rec_rows = [(u, i, s) for u, m in recs.items() for i, s in m.items()]
-    rel_rows = [(u, i, float(r)) for u, m in rels.items() for i, r in m.items()]
-    return (
-        spark.createDataFrame(rec_rows, "user_id int, item_id string, score double"),
-        spark.createDataFrame(rel_rows, "user_id int, item_id string, relevance double"),
-    )
-
-
 def test_random_graded_matches_pytrec_eval_per_user(spark):
-    recs, rels = _random_graded(seed=7)
+    recs, rels = random_graded(seed=7)
     cutoffs = [1, 3, 5, 10, 20, 25, 30]
     evaluator = pytrec_eval.RelevanceEvaluator(
         {str(u): m for u, m in rels.items()}, {"ndcg_cut." + ",".join(map(str, cutoffs))}
@@ -135,7 +112,7 @@ def test_random_graded_matches_pytrec_eval_per_user(spark):
     trec = evaluator.evaluate({str(u): m for u, m in recs.items()})
     rows = [(u, k, trec[str(u)][f"ndcg_cut_{k}"]) for u in recs for k in cutoffs]
     expected = spark.createDataFrame(rows, "user_id int, k int, ndcg double").orderBy("user_id", "k")
-    got = evaluate(*_frames(spark, recs, rels), k=cutoffs, tie_break="item_descending").per_user
+    got = evaluate(*frames(spark, recs, rels), k=cutoffs, tie_break="item_descending").per_user
     assert_approx_df_equality(
         got.select("user_id", "k", "ndcg").orderBy("user_id", "k"), expected, precision=1e-9, ignore_nullable=True
     )
@@ -143,7 +120,7 @@ def test_random_graded_matches_pytrec_eval_per_user(spark):
 
 @pytest.mark.parametrize("gain", ["linear", "exponential"])
 def test_random_graded_matches_scikit_learn_per_user(spark, gain):
-    recs, rels = _random_graded(seed=11)
+    recs, rels = random_graded(seed=11)
     cutoffs = [1, 5, 10, 25]
     rows = []
     for u, scored in recs.items():
@@ -156,7 +133,7 @@ def test_random_graded_matches_scikit_learn_per_user(spark, gain):
             value = 0.0 if not y_true.any() else ndcg_score(y_true, y_score, k=k, ignore_ties=True)
             rows.append((u, k, float(value)))
     expected = spark.createDataFrame(rows, "user_id int, k int, ndcg double").orderBy("user_id", "k")
-    got = evaluate(*_frames(spark, recs, rels), k=cutoffs, gain=gain).per_user
+    got = evaluate(*frames(spark, recs, rels), k=cutoffs, gain=gain).per_user
     assert_approx_df_equality(
         got.select("user_id", "k", "ndcg").orderBy("user_id", "k"), expected, precision=1e-9, ignore_nullable=True
     )

@@ -92,7 +92,7 @@ def test_duplicate_relevance_is_an_error_by_default(spark, edge_tables):
     duplicated = rel.union(spark.createDataFrame([(1, "b", 3.0)], rel.schema))
     with pytest.raises((PySparkException, Py4JJavaError)) as info:
         evaluate(recs, duplicated, k=[2]).summary.collect()
-    assert "more than one row for a (user_id, item_id) pair, e.g. user_id=1" in str(info.value)
+    assert "relevance key (user_id, item_id) appears more than once (set duplicate_relevance = \"max\" to keep the largest), e.g. user_id=1" in str(info.value)
 
 
 ACTIONS = ["per_user.count", "per_user.collect", "summary.collect", "accounting.collect"]
@@ -114,7 +114,7 @@ def test_the_repeat_check_runs_whatever_the_action_reads(spark, edge_tables, act
     result = evaluate(recs, duplicated, k=[2], **{policy: "exclude"})
     with pytest.raises((PySparkException, Py4JJavaError)) as info:
         _act(result, action)
-    assert "more than one row for a (user_id, item_id) pair, e.g. user_id=9" in str(info.value)
+    assert "relevance key (user_id, item_id) appears more than once (set duplicate_relevance = \"max\" to keep the largest), e.g. user_id=9" in str(info.value)
 
 
 @pytest.mark.parametrize("action", ACTIONS)
@@ -134,7 +134,7 @@ def test_a_repeated_judgement_with_grade_zero_is_an_error_too(spark, edge_tables
     duplicated = rel.union(spark.createDataFrame([(9, "z", 0.0), (9, "z", 0.0)], rel.schema))
     with pytest.raises((PySparkException, Py4JJavaError)) as info:
         evaluate(recs, duplicated, k=[2]).summary.collect()
-    assert "more than one row for a (user_id, item_id) pair, e.g. user_id=9" in str(info.value)
+    assert "relevance key (user_id, item_id) appears more than once (set duplicate_relevance = \"max\" to keep the largest), e.g. user_id=9" in str(info.value)
 
 
 def test_duplicate_relevance_max_keeps_largest(spark, edge_tables):
@@ -148,7 +148,7 @@ def test_duplicate_relevance_max_keeps_largest(spark, edge_tables):
 
 
 def test_whole_list_cutoff_and_several_k_in_one_result(spark, edge_tables):
-    result = evaluate(*edge_tables, k=[1, "all", 2])
+    result = evaluate(*edge_tables, k=[1, None, 2])
     ks = [r.k for r in result.summary.collect()]
     assert ks == [1, 2, None]
     user1 = {r.k: r for r in result.per_user.filter("user_id = 1").collect()}

@@ -7,16 +7,17 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 from ndcg_spark import evaluate
-from tests.helpers import reference_ndcg
-from tests.test_oracles import _frames, _random_graded
+from ndcg_spark import _inputs, _judged, _ranking, _scoring
+from ndcg_spark.options import EvaluationOptions
+from tests.helpers import frames, random_graded, reference_ndcg
 
-CUTOFFS = [1, 3, 10, 100, "all"]
+CUTOFFS = [1, 3, 10, 100, None]
 
 
 @pytest.fixture(scope="module")
 def random_tables(spark):
-    recs, rels = _random_graded(seed=3, users=60, ties=True)
-    return recs, rels, _frames(spark, recs, rels)
+    recs, rels = random_graded(seed=3, users=60, ties=True)
+    return recs, rels, frames(spark, recs, rels)
 
 
 @pytest.mark.parametrize("gain", ["linear", "exponential"])
@@ -64,17 +65,14 @@ def test_lists_that_arrive_out_of_position_order_are_sorted(spark):
     After the ranking window the rows reach the aggregation in position order, so the sorting
     branch never runs in the other tests; here one partition holds them shuffled on purpose.
     """
-    from ndcg_spark.core import DUP_RECS, ITEM, ITEMS, POSITION, recommendation_lists
-    from ndcg_spark.options import EvaluationOptions
-
     ranked = spark.createDataFrame(
         [(1, 30, 3), (1, 10, 1), (1, 20, 2), (2, 7, 2), (2, 7, 1), (3, 5, 1)],
-        f"user_id int, {ITEM} int, {POSITION} int",
+        f"user_id int, {_inputs.ITEM} int, {_ranking.POSITION} int",
     ).coalesce(1)
-    lists = recommendation_lists(ranked, EvaluationOptions.from_mapping({"k": [3]}))
+    lists = _ranking.collect_lists(ranked, EvaluationOptions(k=3))
     expected = spark.createDataFrame(
         [(1, [10, 20, 30], 0), (2, [7, 7], 1), (3, [5], 0)],
-        f"user_id int, {ITEMS} array<int>, {DUP_RECS} int",
+        f"user_id int, {_ranking.ITEMS} array<int>, {_ranking.REPEATED} int",
     )
     assert_df_equality(lists, expected, ignore_row_order=True, ignore_nullable=True)
 
@@ -91,8 +89,6 @@ def test_lists_that_arrive_out_of_position_order_are_sorted(spark):
 )
 def test_unrolled_sums_equal_the_exploded_rows_bit_for_bit(spark, random_tables, monkeypatch, options):
     """Small cutoffs are summed term by term, larger ones over exploded rows: same bits either way."""
-    import ndcg_spark.core as core
-
     _, _, (rec_df, rel_df) = random_tables
     extra_recs = spark.createDataFrame(
         # a repeated item (user 0), a user with recommendations but no judgements (900)
@@ -106,8 +102,8 @@ def test_unrolled_sums_equal_the_exploded_rows_bit_for_bit(spark, random_tables,
     recs, rels = rec_df.unionByName(extra_recs), rel_df.unionByName(extra_rel)
     cutoffs = [1, 3, 10, 12]
     unrolled = evaluate(recs, rels, k=cutoffs, **options).per_user.orderBy("user_id", "k")
-    assert core.UNROLLED_CUTOFF_LIMIT >= max(cutoffs)
-    monkeypatch.setattr(core, "UNROLLED_CUTOFF_LIMIT", 0)
+    assert _scoring.UNROLLED_CUTOFF_LIMIT >= max(cutoffs)
+    monkeypatch.setattr(_scoring, "UNROLLED_CUTOFF_LIMIT", 0)
     exploded = evaluate(recs, rels, k=cutoffs, **options).per_user.orderBy("user_id", "k")
     assert "Generate explode" in exploded._jdf.queryExecution().executedPlan().toString()
     assert "Generate explode" not in unrolled._jdf.queryExecution().executedPlan().toString()
@@ -122,23 +118,19 @@ def test_unrolled_sums_equal_the_exploded_rows_bit_for_bit(spark, random_tables,
 def test_relevance_lists_ideal_holds_the_grades_above_zero_largest_first(spark, k, ideal_1):
     """The building block alone: the ideal list is cut at the largest k and has no 0 grades
     (a 0 adds nothing to IDCG); the judged lists keep every row, 0 grades included."""
-    from ndcg_spark import core
-    from ndcg_spark.options import EvaluationOptions
-
     rel = spark.createDataFrame(
         [(1, "a", 2.0), (1, "b", 0.0), (1, "c", 3.0), (1, "d", 2.0), (2, "e", 0.0), (2, "f", 0.0), (3, "g", 1.0)],
-        "user_id int, item_id string, relevance double",
+        f"user_id int, {_inputs.ITEM} string, {_inputs.REL} double",
     )
-    opts = EvaluationOptions.from_mapping({"k": k})
-    lists = core.relevance_lists(core.select_relevance(rel, opts, item_type=rel.schema["item_id"].dataType), opts)
+    lists = _judged.judged_lists(rel, EvaluationOptions(k=k))
     # collect_list order is not defined after the shuffle: the judged pairs are compared sorted.
     actual = lists.select(
         "user_id",
-        F.array_sort(F.arrays_zip(core.JUDGED_ITEMS, core.JUDGED_RELEVANCE)).alias("judged"),
-        F.col(core.IDEAL).alias("ideal"),
+        F.array_sort(F.arrays_zip(_judged.JUDGED_ITEMS, _judged.JUDGED_RELEVANCE)).alias("judged"),
+        F.col(_judged.IDEAL).alias("ideal"),
         "n_relevant",
-        F.col(core.DUP_REL).alias("repeats"),
-        F.col(core.JUDGED_ROWS).alias("rows"),
+        F.col(_judged.REPEATED).alias("repeats"),
+        F.col(_judged.ROWS).alias("rows"),
     )
     judged = {
         1: [("a", 2.0), ("b", 0.0), ("c", 3.0), ("d", 2.0)],
@@ -147,7 +139,7 @@ def test_relevance_lists_ideal_holds_the_grades_above_zero_largest_first(spark, 
     }
     ideal = {1: ideal_1, 2: [], 3: [1.0]}
     n_relevant = {1: 3, 2: 0, 3: 1}
-    pairs = f"array<struct<{core.JUDGED_ITEMS}: string, {core.JUDGED_RELEVANCE}: double>>"
+    pairs = f"array<struct<{_judged.JUDGED_ITEMS}: string, {_judged.JUDGED_RELEVANCE}: double>>"
     expected = spark.createDataFrame(
         [(u, judged[u], ideal[u], n_relevant[u], 0, len(judged[u])) for u in (1, 2, 3)],
         f"user_id int, judged {pairs}, ideal array<double>, n_relevant int, repeats int, rows int",

@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ndcg_spark.functions import ident
+from ndcg_spark._sql import ident
 
 BINS = 20
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")

@@ -1,0 +1,88 @@
+"""Judged lists: each user's judgements and the ideal list.
+
+Reads the narrowed relevance (:mod:`ndcg_spark._inputs`: user, ``ITEM``, ``REL``) and gives one
+row per user with:
+
+========================  ===============================================================
+:data:`JUDGED_ITEMS`      array: the judged items
+:data:`JUDGED_RELEVANCE`  array: their relevance, element for element
+:data:`IDEAL`             array<double>: the grades above 0, largest first, at most the
+                          largest k (the ideal list; 0 grades would add 0.0 terms only)
+``n_relevant``            int: judged items with relevance above 0
+:data:`N_RELEVANT_BINARY` int: judged items relevant for the companion metrics (when asked)
+:data:`HAS_JUDGEMENTS`    boolean: true (null on the other side of the join: no judgements)
+:data:`REPEATED`          int: rows merged by ``duplicate_relevance = "max"`` (else 0: a
+                          repeated judgement stops the run)
+:data:`ROWS`              int: the relevance rows of the user
+========================  ===============================================================
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from ndcg_spark._inputs import ITEM, REL
+from ndcg_spark._rules import REPEATED_JUDGEMENT, guard_lists
+from ndcg_spark._sql import ident, repeat_count
+from ndcg_spark.options import EvaluationOptions
+
+JUDGED_ITEMS = "__ndcg_judged_items"
+JUDGED_RELEVANCE = "__ndcg_judged_relevance"
+IDEAL = "__ndcg_ideal"
+N_RELEVANT = "n_relevant"
+N_RELEVANT_BINARY = "__ndcg_relevant_binary"
+HAS_JUDGEMENTS = "__ndcg_has_relevance_rows"
+REPEATED = "__ndcg_duplicate_relevance"
+ROWS = "__ndcg_relevance_rows"
+
+
+def judged_lists(rel: DataFrame, opts: EvaluationOptions) -> DataFrame:
+    """One row per judged user (see the module for its columns).
+
+    With ``duplicate_relevance = "max"`` repeated (user, item) rows are first merged by an
+    aggregation (their largest relevance); otherwise a repeat stops the run (the
+    repeated-judgement rule).
+    """
+    user = ident(opts.user_col)
+    items, rels = JUDGED_ITEMS, JUDGED_RELEVANCE
+    # Only the two lists (and what an option needs) are aggregated: every further aggregate
+    # costs a per-row update in the aggregation, while counts over the lists are computed once
+    # per user below.
+    aggregates = [f"collect_list({ITEM}) AS {items}", f"collect_list({REL}) AS {rels}"]
+    if opts.duplicate_relevance == "max":
+        rel = rel.groupBy(F.col(user), F.col(ITEM)).agg(F.expr(f"max({REL}) AS {REL}"), F.expr("count(1) AS __ndcg_rows"))
+        aggregates.append(f"CAST(sum(__ndcg_rows) AS INT) AS {ROWS}")
+        rows, n_repeats = ROWS, f"{ROWS} - size({items})"
+    else:
+        rows, n_repeats = f"size({items})", "0"
+    if opts.companion_metrics:
+        aggregates.append(f"CAST(count(CASE WHEN {is_relevant(REL, opts)} THEN 1 END) AS INT) AS {N_RELEVANT_BINARY}")
+    per_user = rel.groupBy(F.col(user)).agg(*[F.expr(a) for a in aggregates])
+    if opts.duplicate_relevance == "error":
+        # Every row past the guard has no repeat, so the count above is 0 without computing it again.
+        per_user = guard_lists(per_user, REPEATED_JUDGEMENT, f"{repeat_count(items)} > 0", opts)
+    positive = f"array_remove({rels}, 0.0D)"
+    ideal = f"sort_array({positive}, false)"
+    if opts.largest_k is not None:
+        ideal = f"slice({ideal}, 1, {int(opts.largest_k)})"
+    return per_user.selectExpr(
+        user,
+        items,
+        rels,
+        # The relevance reaching here is never negative or NaN (the row rules reject it, or it
+        # was clipped to 0), so the grades above 0 are the ones that are not 0.
+        f"{ideal} AS {IDEAL}",
+        f"size({positive}) AS {N_RELEVANT}",
+        *([N_RELEVANT_BINARY] if opts.companion_metrics else []),
+        f"true AS {HAS_JUDGEMENTS}",
+        f"CAST({n_repeats} AS INT) AS {REPEATED}",
+        f"{rows} AS {ROWS}",
+    )
+
+
+def is_relevant(relevance: str, opts: EvaluationOptions) -> str:
+    """SQL: binary relevance of the companion metrics: >= threshold, or > 0 without one."""
+    if opts.relevance_threshold is None:
+        return f"({relevance} > 0.0D)"
+    return f"({relevance} >= CAST({float(opts.relevance_threshold)!r} AS DOUBLE))"

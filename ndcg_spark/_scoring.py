@@ -1,0 +1,341 @@
+"""Scoring: gains, tie averaging, the sums at each cutoff, and the companion metrics.
+
+Reads one row per list: the ranked list (:mod:`ndcg_spark._ranking`) fully outer-joined on the
+user with the judged list (:mod:`ndcg_spark._judged`), so either side may be null. Gives one row
+per (list, k):
+
+============================  ==========================================================
+segments, user                the list
+``k``                         int, null for the whole list
+``cg``, ``dcg``, ``idcg``,    doubles; ``ndcg`` is 0.0 where ``idcg`` is 0
+``ndcg``
+``n_recommended``             int: the list's length as evaluated (at most the largest k)
+``n_relevant``                int: judged items with relevance above 0
+companion metrics             ``precision``, ``recall``, ``ap``, ``rr``, ``hit`` (when asked)
+:data:`CARRIED`               the counts the summary and the row accounting read
+============================  ==========================================================
+
+Each sum adds its terms left to right from position 1, so the same input gives the same bits.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from ndcg_spark import _judged, _ranking
+from ndcg_spark._inputs import list_keys
+from ndcg_spark._judged import IDEAL, JUDGED_ITEMS, JUDGED_RELEVANCE, N_RELEVANT, N_RELEVANT_BINARY, is_relevant
+from ndcg_spark._ranking import ITEMS, ORDERS
+from ndcg_spark._sql import (
+    array_size,
+    discount,
+    first_occurrence_only,
+    first_occurrences,
+    gain,
+    has_repeats,
+    occurrence_order,
+    repeat_count,
+)
+from ndcg_spark.options import EvaluationOptions
+
+#: Columns of the scored rows that carry counts from the two lists.
+CARRIED = (_judged.HAS_JUDGEMENTS, _ranking.REPEATED, _judged.REPEATED, _judged.ROWS)
+
+#: Companion metrics (``companion_metrics=True``), per (list, k).
+COMPANION_COLUMNS = ("precision", "recall", "ap", "rr", "hit")
+
+#: The figures of each (list, k), after the list and ``k``.
+FIGURES = ("cg", "dcg", "idcg", "ndcg", "n_recommended", N_RELEVANT)
+
+# Columns inside this stage.
+GAINS = "__ndcg_gains"
+RAW_GAINS = "__ndcg_raw_gains"
+HITS = "__ndcg_hit_positions"
+HIT_TERMS = "__ndcg_hit_terms"
+OCCURRENCES = "__ndcg_occurrences"
+FIRSTS = "__ndcg_first_occurrences"
+K_INDEX = "__ndcg_k_index"
+
+#: Largest finite cutoff summed on the row (:func:`_sums_unrolled`); each position is a term of
+#: its own in the generated code, so larger cutoffs (and the whole list) go through exploded rows.
+UNROLLED_CUTOFF_LIMIT = 20
+
+
+def _at(name: str, j: int) -> str:
+    """The column of figure ``name`` at the j-th cutoff, before the cutoffs become rows."""
+    return f"__ndcg_{name}_{j}"
+
+
+def score(joined: DataFrame, opts: EvaluationOptions) -> DataFrame:
+    """The joined lists scored at every cutoff: one row per (list, k) (see the module)."""
+    return joined.transform(with_gains, opts).transform(with_cutoffs, opts)
+
+
+def with_gains(joined: DataFrame, opts: EvaluationOptions) -> DataFrame:
+    """Per list: its length, the carried counts, and the arrays the sums read.
+
+    Only the optional modes compute gain arrays here, with higher-order functions: tie
+    averaging needs every gain of a tied group, and the companion metrics the positions of the
+    hits. In the default mode the gains are computed per hit (:func:`hits_of`).
+    """
+    n = array_size(ITEMS)
+    if opts.ties == "average" and opts.largest_k is not None:
+        # Tied rows past the largest k were kept for their gains only; they are not recommendations.
+        n = f"least({n}, {int(opts.largest_k)})"
+    extra = []
+    if opts.ties == "average" or opts.companion_metrics:
+        # Which positions hold an item's first occurrence, for the lists with a repeat only
+        # (null: the user has no list). Each step in a projection of its own: the next one reads
+        # it more than once.
+        order = f"CASE WHEN coalesce({_ranking.REPEATED}, 0) > 0 THEN {occurrence_order(ITEMS)} END"
+        joined = joined.selectExpr("*", f"{order} AS {OCCURRENCES}").selectExpr(
+            "*", f"{first_occurrences(OCCURRENCES)} AS {FIRSTS}"
+        )
+    if opts.ties == "average":
+        gains = first_occurrence_only(f"transform({ITEMS}, g_x -> {gain(relevance_of('g_x'), opts.gain)})", FIRSTS)
+        # The gains in a projection of their own: tie_averaged reads them more than once.
+        joined = joined.selectExpr("*", f"{gains} AS {RAW_GAINS}")
+        extra.append(f"coalesce({tie_averaged(RAW_GAINS, ORDERS)}, CAST(array() AS array<double>)) AS {GAINS}")
+    if opts.companion_metrics:
+        hits = first_occurrence_only(
+            f"transform({ITEMS}, h_x -> CAST({is_relevant(relevance_of('h_x'), opts)} AS DOUBLE))", FIRSTS
+        )
+        extra += [
+            f"filter(transform({hits}, (h_h, h_i) -> CASE WHEN h_h > 0 THEN h_i + 1 END), h_p -> h_p IS NOT NULL) AS {HITS}",
+            f"coalesce({N_RELEVANT_BINARY}, 0) AS {N_RELEVANT_BINARY}",
+        ]
+    empty_items = f"CAST(array() AS {joined.schema[ITEMS].dataType.simpleString()})"
+    repeats = _ranking.REPEATED
+    if opts.ties == "average" and opts.largest_k is not None:
+        # The repeats counted are those among the recommendations evaluated (the first k), not
+        # in the tied tail kept for its gains only.
+        repeats = repeat_count(f"slice({ITEMS}, 1, {int(opts.largest_k)})")
+    return joined.selectExpr(
+        *list_keys(joined.columns, opts),
+        f"{n} AS n_recommended",
+        f"coalesce({N_RELEVANT}, 0) AS {N_RELEVANT}",
+        f"{_judged.HAS_JUDGEMENTS} IS NOT NULL AS {_judged.HAS_JUDGEMENTS}",
+        f"coalesce({repeats}, 0) AS {_ranking.REPEATED}",
+        f"coalesce({_judged.REPEATED}, 0) AS {_judged.REPEATED}",
+        f"coalesce({_judged.ROWS}, 0) AS {_judged.ROWS}",
+        f"coalesce({ITEMS}, {empty_items}) AS {ITEMS}",
+        JUDGED_ITEMS,
+        JUDGED_RELEVANCE,
+        f"coalesce({IDEAL}, CAST(array() AS array<double>)) AS {IDEAL}",
+        *extra,
+    )
+
+
+def relevance_of(item: str) -> str:
+    """SQL: the judged relevance of ``item`` for the row's user, 0.0 when it was not judged."""
+    # array_position is 0 when the item was not judged (and null when the user has no judgements).
+    at = f"array_position({JUDGED_ITEMS}, {item})"
+    return f"(CASE WHEN {at} > 0 THEN try_element_at({JUDGED_RELEVANCE}, CAST({at} AS INT)) ELSE 0.0D END)"
+
+
+def tie_averaged(gains: str, orders: str) -> str:
+    """SQL: each gain replaced by the mean gain of its tied group (equal ordering key).
+
+    Summed with the positional discounts this is the expected DCG over all orderings of each
+    tie (scikit-learn's ``ndcg_score`` default). The lists are in position order, which sorts
+    them by ordering key, so a tied group is a run of adjacent elements. The runs are found from
+    their starts (an element whose key differs from the one before), each run's gains are summed
+    left to right over its own slice, and the means are repeated over the run and flattened:
+    linear in the list's length however many runs it has (growing an array run by run in
+    ``aggregate`` copies it once per run). Only lists that hold a tie pay for it. ``gains`` and
+    ``orders`` should be columns: each is read more than once.
+
+    Examples
+    --------
+    >>> df = spark.createDataFrame([([3.0, 0.0, 1.0], [1.0, 1.0, 2.0])], "g array<double>, o array<double>")
+    >>> df.selectExpr(tie_averaged("g", "o") + " AS averaged").first().averaged
+    [1.5, 1.5, 1.0]
+    """
+    n = f"size({orders})"
+    starts = f"filter(sequence(1, {n}), t_i -> t_i = 1 OR {orders}[t_i - 1] <> {orders}[t_i - 2])"
+    # Each run as (start, length): it ends where the next one starts, the last at the list's end.
+    # (No lambda may refer to ``starts``: a lambda re-evaluates what it refers to, per element.)
+    ends = f"concat(slice({starts}, 2, {n}), array({n} + 1))"
+    runs = f"zip_with({starts}, {ends}, (t_s, t_e) -> named_struct('s', t_s, 'l', t_e - t_s))"
+    mean = f"aggregate(slice({gains}, t_r.s, t_r.l), 0.0D, (t_a, t_g) -> t_a + t_g) / t_r.l"
+    averaged = f"flatten(transform({runs}, t_r -> array_repeat({mean}, t_r.l)))"
+    return f"(CASE WHEN {has_repeats(orders)} THEN {averaged} ELSE {gains} END)"
+
+
+def hits_of(opts: EvaluationOptions) -> str:
+    """SQL: the list's hits as ``array<struct<p: int, g: double>>`` in position order.
+
+    One element per distinct recommended item that was judged: ``p`` the 1-based position of its
+    first occurrence (a repeated item gains there only), ``g`` its gain. ``array_intersect``
+    keeps the order of the recommended list and drops repeats, so the lookups (a scan of the
+    judged items each) only run for the few items that hit, not for every position. With tie
+    averaging the hits are the positions of the nonzero averaged gains.
+    """
+    empty = "CAST(array() AS array<struct<p: int, g: double>>)"
+    if opts.ties == "average":
+        terms = f"transform({GAINS}, (h_g, h_i) -> named_struct('p', h_i + 1, 'g', h_g))"
+        return f"coalesce(filter({terms}, h_t -> h_t.g <> 0.0D), {empty})"
+    # A hit is always judged, so one array_position (not relevance_of's two) finds its grade.
+    grade = f"element_at({JUDGED_RELEVANCE}, CAST(array_position({JUDGED_ITEMS}, h_x) AS INT))"
+    terms = (
+        f"transform(array_intersect({ITEMS}, {JUDGED_ITEMS}), h_x -> named_struct("
+        f"'p', CAST(array_position({ITEMS}, h_x) AS INT), 'g', {gain(grade, opts.gain)}))"
+    )
+    # array_intersect is null for a user without judgements (or without recommendations).
+    return f"coalesce({terms}, {empty})"
+
+
+def companion_metrics(hit_positions: str, n_relevant: str, cut: str) -> Dict[str, str]:
+    """SQL for precision, recall, AP, RR and hit at cutoff ``cut`` from the 1-based positions of the hits.
+
+    As trec_eval: precision divides by k even for a shorter list (P_k), recall and AP by the
+    number of relevant judged items (recall_k, map_cut_k); RR is 1/rank of the first hit within k.
+    """
+    within = f"filter({hit_positions}, c_p -> c_p <= {cut})"
+    hits = f"CAST(size({within}) AS DOUBLE)"
+    safe_r = f"(CASE WHEN {n_relevant} > 0 THEN CAST({n_relevant} AS DOUBLE) END)"
+    ap_sum = f"aggregate(transform({within}, (c_p, c_j) -> CAST(c_j + 1 AS DOUBLE) / c_p), 0.0D, (c_acc, c_x) -> c_acc + c_x)"
+    first = f"try_element_at({within}, 1)"
+    return {
+        "precision": f"coalesce({hits} / CASE WHEN {cut} > 0 THEN CAST({cut} AS DOUBLE) END, 0.0D)",
+        "recall": f"coalesce({hits} / {safe_r}, 0.0D)",
+        "ap": f"coalesce({ap_sum} / {safe_r}, 0.0D)",
+        "rr": f"coalesce(1.0D / {first}, 0.0D)",
+        "hit": f"CASE WHEN {hits} > 0 THEN 1.0D ELSE 0.0D END",
+    }
+
+
+def _cut(k: Optional[int]) -> str:
+    return "n_recommended" if k is None else str(int(k))
+
+
+def _ideal_cut(cut: str, opts: EvaluationOptions) -> str:
+    return f"least({cut}, n_recommended)" if opts.cap_ideal_at_list_length else cut
+
+
+def _ideal_gain(position: str, opts: EvaluationOptions) -> str:
+    """SQL: the gain of the ideal list at a 1-based position (null past its end)."""
+    return gain(f"try_element_at({IDEAL}, {position})", opts.gain)
+
+
+def with_cutoffs(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
+    """One row per (list, k) with cg, dcg, idcg and ndcg (and the companion metrics); the arrays go.
+
+    Small cutoffs (all finite, the largest at most :data:`UNROLLED_CUTOFF_LIMIT`) are summed
+    over the list's row (:func:`_sums_unrolled`): no rows multiply and nothing is aggregated, so
+    no shuffle follows the join. Otherwise each list's hits and ideal grades are exploded into
+    rows and one aggregation per list sums every cutoff (:func:`_sums_exploded`). Both add the
+    same terms left to right from position 1, so they give the same bits.
+    """
+    kept = [*list_keys(df.columns, opts), "n_recommended", N_RELEVANT, *CARRIED]
+    companions = []
+    if opts.companion_metrics:
+        # Per list, with higher-order functions on the hit positions.
+        for j, k in enumerate(opts.cutoffs):
+            for name, metric in companion_metrics(HITS, N_RELEVANT_BINARY, _cut(k)).items():
+                companions.append(f"{metric} AS {_at(name, j)}")
+                kept.append(_at(name, j))
+    with_hits = df.selectExpr(*kept[: len(kept) - len(companions)], *companions, f"{hits_of(opts)} AS {HIT_TERMS}", IDEAL)
+    if opts.largest_k is not None and opts.largest_k <= UNROLLED_CUTOFF_LIMIT:
+        per_list = _sums_unrolled(with_hits, kept, opts)
+    else:
+        per_list = _sums_exploded(with_hits, kept, opts)
+
+    def pick(name: str) -> str:
+        if len(opts.cutoffs) == 1:
+            return _at(name, 0)
+        # A CASE on the cutoff's index, not element_at(array(...)): no array built per row.
+        return f"CASE {K_INDEX} " + " ".join(f"WHEN {j} THEN {_at(name, j)}" for j in range(len(opts.cutoffs))) + " END"
+
+    def as_int(k: Optional[int]) -> str:
+        return "CAST(NULL AS INT)" if k is None else f"CAST({int(k)} AS INT)"
+
+    if len(opts.cutoffs) == 1:
+        per_k, k_column = per_list, f"{as_int(opts.cutoffs[0])} AS k"
+    else:
+        cutoffs = ", ".join(as_int(k) for k in opts.cutoffs)
+        per_k, k_column = per_list.selectExpr("*", f"posexplode(array({cutoffs})) AS ({K_INDEX}, k)"), "k"
+    dcg, idcg = f"coalesce({pick('dcg')}, 0.0D)", f"coalesce({pick('idcg')}, 0.0D)"
+    return per_k.selectExpr(
+        *kept[: len(kept) - len(companions)],
+        k_column,
+        f"coalesce({pick('cg')}, 0.0D) AS cg",
+        f"{dcg} AS dcg",
+        f"{idcg} AS idcg",
+        *[f"{pick(name)} AS {name}" for name in (COMPANION_COLUMNS if opts.companion_metrics else ())],
+        f"CASE WHEN {idcg} > 0 THEN {dcg} / {idcg} ELSE 0.0D END AS ndcg",
+    )
+
+
+def _sums_unrolled(with_hits: DataFrame, kept: List[str], opts: EvaluationOptions) -> DataFrame:
+    """Per list: cg, dcg and idcg at each cutoff without exploding the list's row.
+
+    The recommended side folds the hits (:func:`hits_of`) with ``aggregate``, adding a hit's term
+    when its position is within the cutoff. The ideal side is written out term by term,
+    ``coalesce(gain(ideal[i]), 0) * 1/log2(i + 1)`` for i in 1..k, with the discounts folded to
+    constants when Spark plans the query. Both add their terms left to right from position 1 and
+    only skip terms that are 0.0 (``x + 0.0 == x``), so the sums equal the exploded rows'
+    aggregation bit for bit.
+    """
+
+    def within(cut: int, term: str) -> str:
+        # A hit past the cutoff adds nothing; positions only grow along the array.
+        return f"aggregate({HIT_TERMS}, 0.0D, (u_acc, u_h) -> CASE WHEN u_h.p <= {cut} THEN u_acc + {term} ELSE u_acc END)"
+
+    def ideal_term(i: int) -> str:
+        return f"coalesce({_ideal_gain(str(i), opts)}, 0.0D) * {discount(str(i))}"
+
+    sums = []
+    for j, k in enumerate(opts.cutoffs):
+        ideal_cut = _ideal_cut(str(int(k)), opts)
+        ideal_terms = [
+            f"(CASE WHEN {i} <= {ideal_cut} THEN {ideal_term(i)} ELSE 0.0D END)"
+            if opts.cap_ideal_at_list_length
+            else f"({ideal_term(i)})"
+            for i in range(1, int(k) + 1)
+        ]
+        sums += [
+            f"{within(int(k), 'u_h.g')} AS {_at('cg', j)}",
+            f"{within(int(k), '(u_h.g * ' + discount('u_h.p') + ')')} AS {_at('dcg', j)}",
+            " + ".join(ideal_terms) + f" AS {_at('idcg', j)}",
+        ]
+    return with_hits.selectExpr(*kept, *sums)
+
+
+def _sums_exploded(with_hits: DataFrame, kept: List[str], opts: EvaluationOptions) -> DataFrame:
+    """Per list: cg, dcg and idcg at each cutoff from exploded rows and one aggregation.
+
+    Row i of a list carries its i-th hit (:func:`hits_of`: position and gain, in position order)
+    and the i-th grade of the ideal list, so a list has as many rows as the longer of the two,
+    not one per position: the positions without a hit would only add 0.0. The rows of a list
+    come from one input row, so they stay in one task and the sums run in row order, which is
+    position order on both sides. A full outer join's output has no known partitioning, so
+    Spark exchanges the partial sums before the final aggregation.
+    """
+    row = "__ndcg_row"
+    hit = f"try_element_at({HIT_TERMS}, {row})"
+    # Rows 1 .. the longer of the two arrays; a list with neither keeps one row (explode_outer).
+    length = f"greatest(size({HIT_TERMS}), size({IDEAL}))"
+    rows = with_hits.selectExpr(
+        *kept, HIT_TERMS, IDEAL, f"explode_outer(CASE WHEN {length} > 0 THEN sequence(1, {length}) END) AS {row}"
+    ).selectExpr(
+        # Each term in a projection of its own, so it is computed once per row, not once per cutoff.
+        *kept,
+        row,
+        f"{hit}.p AS __ndcg_p",
+        f"{hit}.g AS __ndcg_g",
+        f"{hit}.g * {discount(f'{hit}.p')} AS __ndcg_dg",
+        f"{_ideal_gain(row, opts)} * {discount(row)} AS __ndcg_idg",
+    )
+    sums = []
+    for j, k in enumerate(opts.cutoffs):
+        cut = _cut(k)
+        sums += [
+            f"sum(CASE WHEN __ndcg_p <= {cut} THEN __ndcg_g END) AS {_at('cg', j)}",
+            f"sum(CASE WHEN __ndcg_p <= {cut} THEN __ndcg_dg END) AS {_at('dcg', j)}",
+            f"sum(CASE WHEN {row} <= {_ideal_cut(cut, opts)} THEN __ndcg_idg END) AS {_at('idcg', j)}",
+        ]
+    return rows.groupBy(*[F.col(c) for c in kept]).agg(*[F.expr(e) for e in sums])

@@ -1,0 +1,209 @@
+"""Summary: who the policies leave out, the means and their intervals, and the row accounting.
+
+Reads the scored rows (:mod:`ndcg_spark._scoring`, one per (list, k), segment columns of the
+user attributes joined) and adds :data:`EXCLUDED`, true for a user the policies leave out of
+``per_user`` and the means (such users are still counted).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from ndcg_spark import _judged, _ranking
+from ndcg_spark._sql import ident
+from ndcg_spark.options import EvaluationOptions
+
+EXCLUDED = "__ndcg_excluded"
+
+#: Normal quantile of a two-sided 95% interval.
+Z_95 = 1.959963984540054
+
+
+def excluded(n_recommended: str, n_relevant: str, opts: EvaluationOptions) -> str:
+    """SQL: the exclusion policies (``zero_idcg``, ``no_recommendations``) for one user's counts.
+
+    The one statement of who is left out, for ``evaluate`` and ``compare`` alike.
+    """
+    conditions = ["false"]
+    if opts.zero_idcg == "exclude":
+        conditions.append(f"{n_relevant} = 0")
+    if opts.no_recommendations == "exclude":
+        conditions.append(f"{n_recommended} = 0")
+    return "(" + " OR ".join(conditions) + ")"
+
+
+def with_exclusions(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
+    """Add :data:`EXCLUDED` from each row's counts."""
+    return df.selectExpr("*", f"{excluded('n_recommended', 'n_relevant', opts)} AS {EXCLUDED}")
+
+
+def summarize(scored: DataFrame, opts: EvaluationOptions) -> DataFrame:
+    """Means over included users and policy counts over all users, one row per segment and k."""
+    included = f"NOT {EXCLUDED}"
+
+    def count_if(condition: str) -> str:
+        return f"CAST(sum(CASE WHEN {condition} THEN 1 ELSE 0 END) AS BIGINT)"
+
+    def mean(name: str) -> str:
+        return f"avg(CASE WHEN {included} THEN {name} END)"
+
+    companions = []
+    if opts.companion_metrics:
+        companions = [
+            f"{mean('precision')} AS mean_precision",
+            f"{mean('recall')} AS mean_recall",
+            f"{mean('ap')} AS mean_ap",
+            f"{mean('rr')} AS mean_rr",
+            f"{mean('hit')} AS hit_rate",
+        ]
+    aggregates = [
+        f"{count_if(included)} AS users",
+        f"{mean('ndcg')} AS mean_ndcg",
+        f"{mean('dcg')} AS mean_dcg",
+        f"stddev_samp(CASE WHEN {included} THEN ndcg END) AS std_ndcg",
+        *companions,
+        f"{count_if('n_relevant = 0')} AS users_zero_idcg",
+        f"{count_if('n_recommended = 0')} AS users_without_recommendations",
+        f"{count_if(f'NOT {_judged.HAS_JUDGEMENTS}')} AS users_without_relevance",
+        f"{count_if(EXCLUDED)} AS users_excluded",
+        f"CAST(sum({_ranking.REPEATED}) AS BIGINT) AS duplicate_recommendations",
+        f"CAST(sum({_judged.REPEATED}) AS BIGINT) AS duplicate_relevance",
+    ]
+    keys = [ident(c) for c in (*opts.group_by, "k")]
+    summary = scored.groupBy(*[F.col(c) for c in keys]).agg(*[F.expr(a) for a in aggregates])
+    names = [a.rsplit(" AS ", 1)[1] for a in aggregates]
+    at = names.index("std_ndcg") + 1
+    if opts.confidence_interval == "bootstrap":
+        summary = join_null_safe(summary, bootstrap_interval(scored, opts), [*opts.group_by, "k"], "left")
+        interval = ["ndcg_ci_low", "ndcg_ci_high"]
+    else:
+        half = f"({Z_95}D * std_ndcg / sqrt(CAST(users AS DOUBLE)))"
+        # NDCG lives in [0, 1]; the normal approximation does not know it.
+        interval = [f"greatest(mean_ndcg - {half}, 0.0D) AS ndcg_ci_low", f"least(mean_ndcg + {half}, 1.0D) AS ndcg_ci_high"]
+    columns = [*keys, *names[:at], *interval, *names[at:]]
+    ordered = [F.col(c).asc_nulls_last() for c in keys]
+    # A handful of rows: one partition sorted in place, where orderBy would sample the input in a job of its own.
+    return summary.selectExpr(*columns).coalesce(1).sortWithinPartitions(*ordered)
+
+
+def join_null_safe(left: DataFrame, right: DataFrame, keys: Sequence[str], how: str) -> DataFrame:
+    """``left.join(right, on=keys, how=how)`` (``how`` "left" or "full") where a null key matches a null key.
+
+    ``k`` is null for the whole-list cutoff and a segment value may be null: a plain equi-join
+    on such keys would never pair those rows. One column per key, as with ``on=keys``
+    (for a full join, the value of whichever side has the row).
+    """
+    if how not in ("left", "full"):
+        raise ValueError(f"join_null_safe joins 'left' or 'full', not {how!r}")
+    renamed = right.select(
+        *[F.col(ident(c)).alias(f"__ndcg_right_{i}") for i, c in enumerate(keys)],
+        *[F.col(ident(c)) for c in right.columns if c not in keys],
+    )
+    condition = None
+    for i, c in enumerate(keys):
+        equal = F.col(ident(c)).eqNullSafe(F.col(f"__ndcg_right_{i}"))
+        condition = equal if condition is None else condition & equal
+    joined = left.join(renamed, on=condition, how=how)
+    if how == "full":
+        key_columns = [F.coalesce(F.col(ident(c)), F.col(f"__ndcg_right_{i}")).alias(c) for i, c in enumerate(keys)]
+    else:
+        key_columns = [F.col(ident(c)) for c in keys]
+    rest = [F.col(ident(c)) for c in joined.columns if c not in keys and not c.startswith("__ndcg_right_")]
+    return joined.select(*key_columns, *rest)
+
+
+def bootstrap_interval(scored: DataFrame, opts: EvaluationOptions) -> DataFrame:
+    """95% percentile interval of mean NDCG from a Poisson bootstrap computed inside Spark.
+
+    Each (user, replicate) gets a Poisson(1) weight drawn from a hash of the user key, the
+    segment, the replicate number and the seed, so the interval depends on the input only,
+    not on partitioning or on the order of rows.
+    """
+    keys = [*opts.group_by, opts.user_col]
+    replicate = F.explode(F.sequence(F.lit(0), F.lit(opts.bootstrap_samples - 1))).alias("__b")
+    included = scored.filter(~F.col(EXCLUDED)).select(*[F.col(ident(c)) for c in keys], "k", "ndcg", replicate)
+    hashed = F.xxhash64(*[F.col(ident(c)) for c in keys], F.col("__b"), F.lit(opts.seed))
+    uniform = F.shiftrightunsigned(hashed, 11).cast("double") / F.lit(float(2**53))
+    weights = included.withColumn("__w", poisson_one(uniform))
+    per_replicate = weights.groupBy(*[F.col(ident(c)) for c in opts.group_by], "k", "__b").agg(
+        # A replicate can draw weight 0 for every user of a small group: no mean (null, which
+        # percentile skips) rather than a division by zero.
+        F.try_divide(F.sum(F.col("__w") * F.col("ndcg")), F.sum("__w")).alias("__mean")
+    )
+    return per_replicate.groupBy(*[F.col(ident(c)) for c in opts.group_by], "k").agg(
+        F.percentile(F.col("__mean"), F.lit(0.025)).alias("ndcg_ci_low"),
+        F.percentile(F.col("__mean"), F.lit(0.975)).alias("ndcg_ci_high"),
+    )
+
+
+def poisson_one(uniform: Column) -> Column:
+    """Poisson(1) draw by inverting its CDF at ``uniform`` in [0, 1) (capped at 12: P < 1e-9)."""
+    draw = F.lit(12)
+    cdf = 0.0
+    thresholds = []
+    for n in range(12):
+        cdf += math.exp(-1.0) / math.factorial(n)
+        thresholds.append((n, cdf))
+    for n, c in reversed(thresholds):
+        draw = F.when(uniform < F.lit(c), F.lit(n)).otherwise(draw)
+    return draw
+
+
+def accounting(scored: DataFrame, beyond_k: DataFrame, opts: EvaluationOptions) -> DataFrame:
+    """One row of sums that account for the input rows that reached the metric, each reason
+    counted from its own rows.
+
+    ``recommendations_used``: first occurrences of included users' lists;
+    ``recommendations_repeated``: repeats among the rows evaluated (slot kept, no gain);
+    ``recommendations_excluded``: first occurrences of users left out by a policy;
+    ``recommendations_beyond_k``: rows past the largest k, from ``beyond_k``
+    (:func:`ndcg_spark._ranking.rows_beyond_largest_k`). Likewise for relevance, where
+    ``relevance_collapsed`` counts rows merged by ``duplicate_relevance = "max"``. With segments
+    a user's judgements serve each of its segments but are counted once: used when any of its
+    rows is kept, excluded when all are. ``users`` counts (segment, user) rows.
+    """
+    one_k = scored.filter(F.col("k").eqNullSafe(F.lit(opts.cutoffs[0])))
+    is_excluded = F.col(EXCLUDED)
+    firsts = F.col("n_recommended") - F.col(_ranking.REPEATED)
+    user = F.col(ident(opts.user_col))
+
+    def total(c: Column) -> Column:
+        return F.coalesce(F.sum(c), F.lit(0)).cast("long")
+
+    per_user = one_k.select(
+        user,
+        F.when(~is_excluded, firsts).cast("long").alias("used"),
+        F.col(_ranking.REPEATED).cast("long").alias("repeated"),
+        F.when(is_excluded, firsts).cast("long").alias("excluded"),
+        (F.col(_judged.ROWS) - F.col(_judged.REPEATED)).cast("long").alias("judged"),
+        F.col(_judged.REPEATED).cast("long").alias("collapsed"),
+        F.lit(1).cast("long").alias("rows"),
+        is_excluded.cast("long").alias("rows_excluded"),
+        is_excluded.alias("all_excluded"),
+    )
+    if opts.group_by:
+        # One row per user: its segments' recommendation figures add up, its judgements
+        # (the same on each of its rows) are taken once.
+        per_user = per_user.groupBy(user).agg(
+            *[F.sum(c).alias(c) for c in ("used", "repeated", "excluded", "rows", "rows_excluded")],
+            F.max("judged").alias("judged"),
+            F.max("collapsed").alias("collapsed"),
+            F.bool_and("all_excluded").alias("all_excluded"),
+        )
+    user_excluded = F.col("all_excluded")
+    sums = per_user.agg(
+        total(F.col("used")).alias("recommendations_used"),
+        total(F.col("repeated")).alias("recommendations_repeated"),
+        total(F.col("excluded")).alias("recommendations_excluded"),
+        total(F.when(~user_excluded, F.col("judged"))).alias("relevance_used"),
+        total(F.col("collapsed")).alias("relevance_collapsed"),
+        total(F.when(user_excluded, F.col("judged"))).alias("relevance_excluded"),
+        total(F.col("rows")).alias("users"),
+        total(F.col("rows_excluded")).alias("users_excluded"),
+    )
+    return sums.crossJoin(beyond_k.selectExpr("rows_beyond_k AS recommendations_beyond_k"))
+

@@ -1,0 +1,173 @@
+"""``evaluate``: per-user CG, DCG, IDCG and NDCG@k, and their summary, as lazy DataFrames.
+
+The stages, each a module of its own that owns the columns it adds:
+
+1. :mod:`~ndcg_spark._inputs`: the array layout as rows, the tables' shapes checked, the
+   inputs narrowed to what the metric reads;
+2. :mod:`~ndcg_spark._rules`: bad rows stop the run (or are set aside under quarantine);
+3. :mod:`~ndcg_spark._ranking`: each user's top k by a ``row_number()`` window, as a list;
+4. :mod:`~ndcg_spark._judged`: each user's judgements and ideal list;
+5. the two joined on the user, full outer, so no user is lost;
+6. :mod:`~ndcg_spark._scoring`: gains and the sums at every cutoff, one row per (user, k);
+7. :mod:`~ndcg_spark._summary`: the exclusion policies, then (lazily) the summary and the
+   row accounting.
+
+Expressions are Spark SQL text (:mod:`ndcg_spark._sql`): the same built-in functions as the
+``Column`` API, with far fewer Python -> JVM calls to build the plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Dict, Optional
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from ndcg_spark import _inputs, _judged, _ranking, _rules, _scoring, _summary
+from ndcg_spark._sql import ident
+from ndcg_spark.options import EvaluationOptions, resolve
+
+
+@dataclass(frozen=True)
+class EvaluationResult:
+    """The outcome of :func:`evaluate`: lazy DataFrames, computed when an action runs.
+
+    Attributes
+    ----------
+    scored : DataFrame
+        One row per (segment, user, k) for every user, excluded ones included, with the policy
+        flag. ``per_user``, ``summary`` and ``accounting`` are derived from it.
+    options : EvaluationOptions
+        The options the figures were computed with.
+    rejected : dict of str to DataFrame, optional
+        Under ``on_invalid_rows = "quarantine"``, the rows set aside per table
+        (``"recommendations"``, ``"relevance"``), with a ``reason`` column.
+    beyond_k : DataFrame
+        One row: the recommendation rows past the largest k of their list.
+
+    Examples
+    --------
+    >>> recs = spark.createDataFrame([(1, "A", 0.9), (1, "B", 0.8)], "user_id int, item_id string, score double")
+    >>> rel = spark.createDataFrame([(1, "B", 1.0)], "user_id int, item_id string, relevance double")
+    >>> result = evaluate(recs, rel, k=[1, 2])
+    >>> result.per_user.select("user_id", "k", "dcg", "idcg", "ndcg").show()
+    +-------+---+------------------+----+------------------+
+    |user_id|  k|               dcg|idcg|              ndcg|
+    +-------+---+------------------+----+------------------+
+    |      1|  1|               0.0| 1.0|               0.0|
+    |      1|  2|0.6309297535714575| 1.0|0.6309297535714575|
+    +-------+---+------------------+----+------------------+
+    <BLANKLINE>
+    """
+
+    scored: DataFrame
+    options: EvaluationOptions
+    rejected: Optional[Dict[str, DataFrame]] = None
+    beyond_k: Optional[DataFrame] = None
+
+    @property
+    def per_user(self) -> DataFrame:
+        """Long form: segment columns, user, ``k`` (null for the whole list), cg, dcg, idcg, ndcg,
+        n_recommended, n_relevant (and the companion metrics when asked for)."""
+        extra = _scoring.COMPANION_COLUMNS if self.options.companion_metrics else ()
+        columns = [*self.options.group_by, self.options.user_col, "k", *_scoring.FIGURES, *extra]
+        # The two repeat counts (one from each side of the join, never negative) are read so that
+        # no action that reads one side only (a count) lets Spark drop the other side and its checks.
+        kept = (
+            ~F.col(_summary.EXCLUDED) & (F.col(_ranking.REPEATED) >= 0) & (F.col(_judged.REPEATED) >= 0)
+        )
+        return self.scored.filter(kept).select(*[F.col(ident(c)) for c in columns])
+
+    @property
+    def summary(self) -> DataFrame:
+        """One row per segment and k (k ascending, the whole-list cutoff last): the number of
+        users, mean NDCG with its 95% interval, mean DCG, std of NDCG, policy counts (and the
+        companion metrics' means when asked for)."""
+        return _summary.summarize(self.scored, self.options)
+
+    @property
+    def accounting(self) -> DataFrame:
+        """One row of sums that account for the input rows that reached the metric, each
+        reason counted from its own rows (see :func:`ndcg_spark._summary.accounting`)."""
+        return _summary.accounting(self.scored, self.beyond_k, self.options)
+
+    def persist(self) -> "EvaluationResult":
+        """Cache the per-user figures so ``per_user`` and ``summary`` share one computation."""
+        return replace(self, scored=self.scored.persist())
+
+    def unpersist(self) -> None:
+        """Drop the cache of :meth:`persist`."""
+        self.scored.unpersist()
+
+
+def evaluate(
+    recommendations: DataFrame,
+    relevance: DataFrame,
+    options: Optional[EvaluationOptions] = None,
+    *,
+    user_attributes: Optional[DataFrame] = None,
+    **option_values: Any,
+) -> EvaluationResult:
+    """Per-user and mean NDCG@k of ranked recommendations against graded relevance.
+
+    Parameters
+    ----------
+    recommendations : DataFrame
+        One row per recommended (user, item) with a score (higher is better) or a rank column.
+    relevance : DataFrame
+        Ground truth: one row per judged (user, item) with a numeric relevance.
+    options : EvaluationOptions, optional
+        What to compute and how; the defaults when omitted.
+    user_attributes : DataFrame, optional
+        One row per user with segment columns named in ``group_by`` (joined on the user column).
+    **option_values
+        Fields of :class:`EvaluationOptions` to set (over ``options``), e.g. ``k=[5, 10]``,
+        ``gain="exponential"``, ``user_col="query"``, ``group_by=["model"]``.
+
+    Returns
+    -------
+    EvaluationResult
+        With lazy ``per_user``, ``summary`` and ``accounting`` DataFrames.
+
+    Raises
+    ------
+    ConfigError
+        An unknown option or a value out of its choices.
+    InputDataError
+        A missing column or an unsupported type (from the schemas alone). A bad row raises when
+        an action runs, naming the table, column, problem and the row's key.
+
+    Examples
+    --------
+    >>> recs = spark.createDataFrame([(1, "A", 0.9), (1, "B", 0.8)], "user_id int, item_id string, score double")
+    >>> rel = spark.createDataFrame([(1, "B", 1.0)], "user_id int, item_id string, relevance double")
+    >>> round(evaluate(recs, rel, k=[2]).summary.first().mean_ndcg, 4)
+    0.6309
+    >>> opts = EvaluationOptions(k=(1, 2), gain="exponential")
+    >>> [round(r.mean_ndcg, 4) for r in evaluate(recs, rel, opts).summary.collect()]
+    [0.0, 0.6309]
+    """
+    opts = resolve(options, option_values)
+    recommendations, opts = _inputs.as_rows(recommendations, opts)
+    _inputs.check_segments(recommendations, user_attributes, opts)
+    _inputs.check_tables(recommendations, relevance, opts)
+    rejected = None
+    if opts.on_invalid_rows == "quarantine":
+        recommendations, rejected_recs = _rules.split_rows(recommendations, "recommendations", opts)
+        relevance, rejected_rel = _rules.split_rows(relevance, "relevance", opts)
+        rejected = {"recommendations": rejected_recs, "relevance": rejected_rel}
+    else:
+        recommendations = _rules.guard_rows(recommendations, "recommendations", opts)
+        relevance = _rules.guard_rows(relevance, "relevance", opts)
+    recs, rel = _inputs.narrow(recommendations, relevance, opts)
+    scored = (
+        recs.transform(_ranking.ranked_lists, opts)
+        .join(rel.transform(_judged.judged_lists, opts), on=opts.user_col, how="full")
+        .transform(_scoring.score, opts)
+        .transform(_summary.with_exclusions, opts)
+        .transform(_inputs.with_user_attributes, user_attributes, opts)
+    )
+    return EvaluationResult(
+        scored=scored, options=opts, rejected=rejected, beyond_k=_ranking.rows_beyond_largest_k(recs, opts)
+    )

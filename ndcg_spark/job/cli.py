@@ -1,0 +1,89 @@
+"""The command line (``ndcg-spark`` and ``spark-submit jobs/evaluate_ndcg.py``).
+
+It reads the config once, starts or joins a SparkSession, runs the job, prints the summary,
+and turns every failure into one line on stderr and an exit code (:mod:`ndcg_spark.errors`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from typing import Optional, Sequence, Tuple
+
+from ndcg_spark.errors import EXIT_FAILURE, EXIT_OK, INPUT_ERROR_TAG, InputDataError, NdcgError, QualityGateFailed
+from ndcg_spark.job import console, pipeline
+from ndcg_spark.job.config import JobConfig, parse_config
+from ndcg_spark.job.storage import first_line
+from ndcg_spark.options import k_label
+
+
+def run(argv: Optional[Sequence[str]] = None) -> int:
+    """Command-line entry point; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    verbose = "--verbose" in argv
+    try:
+        if argv and argv[0] == "compare":
+            config, verbose = parse_config(argv[1:], compare=True)
+            manifest = pipeline.compare_main(spark_session(config), config)
+            print(console.format_comparison(manifest["comparison"], config.options.group_by))
+            print(f"wrote {config.output}")
+            return EXIT_OK
+        config, verbose = parse_config(argv)
+        manifest = pipeline.main(spark_session(config), config)
+        print(console.format_summary(manifest["metrics"], config.options.group_by, manifest["rows"]))
+        print(f"wrote {config.output}")
+        failed = [g for g in manifest["quality_gates"] if not g["passed"]]
+        status = "quality_gate_failed" if failed else "ok"
+        print(json.dumps(console.log_record(config.output, manifest, status)), flush=True)
+        if failed:
+            g = failed[0]
+            raise QualityGateFailed(
+                f"quality gate failed: mean NDCG@{k_label(g['k'])} = {g['mean_ndcg']:.6f} "
+                f"is below {g['threshold']} (outputs were written)"
+            )
+        return EXIT_OK
+    except BaseException as exc:  # noqa: BLE001 - every failure becomes one line and an exit code
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        if isinstance(exc, SystemExit) and exc.code == 0:  # --help was printed
+            return EXIT_OK
+        code, message = classify_error(exc)
+        if verbose:
+            traceback.print_exc()
+        print(f"ndcg-spark: error: {message}", file=sys.stderr)
+        return code
+
+
+def classify_error(exc: BaseException) -> Tuple[int, str]:
+    """Exit code and one-line message for any exception the job can meet."""
+    if isinstance(exc, NdcgError):
+        return exc.exit_code, str(exc).splitlines()[0]
+    text = str(exc)
+    if INPUT_ERROR_TAG in text:
+        tail = text[text.index(INPUT_ERROR_TAG) + len(INPUT_ERROR_TAG) :].lstrip(": ")
+        return InputDataError.exit_code, "invalid input: " + tail.splitlines()[0].split(" SQLSTATE:")[0]
+    return EXIT_FAILURE, f"{type(exc).__name__}: {first_line(exc)}"
+
+
+def spark_session(config: JobConfig):
+    """Join the session spark-submit started, or start a local one with quiet logs."""
+    from pyspark.sql import SparkSession
+
+    if config.remote:
+        return SparkSession.builder.remote(config.remote).getOrCreate()
+    builder = SparkSession.builder.appName("ndcg-spark")
+    if config.master:
+        builder = builder.master(config.master)
+    if not os.environ.get("SPARK_ENV_LOADED") and "pyspark-shell" not in os.environ.get("PYSPARK_SUBMIT_ARGS", ""):
+        # Launched as a plain Python program: keep stderr for our one-line messages.
+        log_conf = os.path.join(os.path.dirname(os.path.dirname(__file__)), "log4j2.properties")
+        builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log_conf}")
+        builder = builder.config("spark.ui.showConsoleProgress", "false")
+    return builder.getOrCreate()
+
+
+def entrypoint() -> None:
+    """``ndcg-spark``: exit with :func:`run`'s code."""
+    sys.exit(run())

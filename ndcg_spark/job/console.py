@@ -1,0 +1,86 @@
+"""What the job prints: fixed-width tables, the row accounting, and one JSON line for schedulers."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence
+
+from ndcg_spark.options import k_label
+
+#: Columns of the printed summary: (summary column, header).
+SUMMARY_COLUMNS = (
+    ("users", "users"),
+    ("mean_ndcg", "mean_ndcg"),
+    ("ndcg_ci_low", "ci_low"),
+    ("ndcg_ci_high", "ci_high"),
+    ("mean_dcg", "mean_dcg"),
+    ("std_ndcg", "std_ndcg"),
+    ("users_zero_idcg", "zero_idcg"),
+    ("users_without_recommendations", "no_recs"),
+    ("users_excluded", "excluded"),
+)
+
+#: Columns of the printed comparison: (comparison column, header).
+COMPARISON_COLUMNS = (
+    ("pairs", "pairs"),
+    ("mean_ndcg_baseline", "baseline"),
+    ("mean_ndcg_candidate", "candidate"),
+    ("mean_difference", "difference"),
+    ("difference_ci_low", "ci_low"),
+    ("difference_ci_high", "ci_high"),
+    ("p_value", "p_value"),
+    ("wins", "wins"),
+    ("ties", "ties"),
+    ("losses", "losses"),
+)
+
+
+def cell(value: Any) -> str:
+    """A value as printed: floats to 6 decimals, a missing value as ``-``."""
+    if value is None:
+        return "-"
+    return f"{value:.6f}" if isinstance(value, float) else str(value)
+
+
+def text_table(rows: List[Dict[str, Any]], columns: Sequence[tuple], segments: Sequence[str] = ()) -> str:
+    """Right-aligned columns: ``k`` (``all`` for the whole list), the segments, then ``columns``.
+
+    Examples
+    --------
+    >>> print(text_table([{"k": 5, "users": 3}, {"k": None, "users": 12}], [("users", "users")]))
+      k  users
+      5      3
+    all     12
+    """
+    headers = ["k", *segments, *(header for _, header in columns)]
+    table = [[k_label(r["k"]), *(cell(r.get(s)) for s in segments), *(cell(r.get(c)) for c, _ in columns)] for r in rows]
+    widths = [max([len(h), *(len(t[i]) for t in table)]) for i, h in enumerate(headers)]
+    return "\n".join("  ".join(v.rjust(w) for v, w in zip(line, widths)) for line in [headers, *table])
+
+
+def format_summary(metrics: List[Dict[str, Any]], segments: Sequence[str] = (),
+                   accounting: Optional[Dict[str, Any]] = None) -> str:
+    """The summary as a table, then one line of row accounting per table."""
+    lines = [text_table(metrics, SUMMARY_COLUMNS, segments)]
+    for table, t in (accounting or {}).items():
+        aside = ", ".join(f"{k} {v}" for k, v in t["set_aside"].items() if v)
+        lines.append(f"{table}: read {t['read']} = used {t['used']}" + (f" + {aside}" if aside else ""))
+    return "\n".join(lines)
+
+
+def format_comparison(rows: List[Dict[str, Any]], segments: Sequence[str] = ()) -> str:
+    """The comparison as a table."""
+    return text_table(rows, COMPARISON_COLUMNS, segments)
+
+
+def log_record(output: str, manifest: Dict[str, Any], status: str) -> Dict[str, Any]:
+    """One JSON line with the headline figures, for scheduler logs."""
+    return {
+        "event": "ndcg_spark.finished",
+        "status": status,
+        "output": output,
+        "partition": manifest["partition"],
+        "users": manifest["metrics"][0]["users"] if manifest["metrics"] else 0,
+        "mean_ndcg": {k_label(m["k"]): m["mean_ndcg"] for m in manifest["metrics"]},
+        "input_rows": manifest["input_rows"],
+        "duration_seconds": manifest["duration_seconds"],
+    }

@@ -1,0 +1,200 @@
+"""The job's runs: read -> evaluate -> write, and compare's read -> compare -> write.
+
+Bad input leaves the output as it was: the figures are computed (and cached) before anything
+is written. The manifest is written last; its presence marks a complete result.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Callable, Dict, List, Sequence
+
+from pyspark.sql import functions as F
+
+from ndcg_spark import _inputs
+from ndcg_spark._report import ndcg_histogram, render
+from ndcg_spark.compare import compare
+from ndcg_spark.errors import INPUT_ERROR_TAG, InputDataError, NdcgError
+from ndcg_spark.evaluation import evaluate
+from ndcg_spark.job import storage
+from ndcg_spark.job.config import JobConfig
+from ndcg_spark.options import EvaluationOptions
+from ndcg_spark.validation import validate
+
+
+def main(spark, config: JobConfig) -> Dict[str, Any]:
+    """Read both tables, evaluate, write ``per_user/``, ``summary/`` (and ``rejected/``,
+    ``report.html``), then the manifest (``summary.json``, or
+    ``_manifests/<key>=<value>/summary.json`` for a partitioned run). Returns the manifest."""
+    started = time.time()
+    # Let adaptive execution coalesce the partitions of the cached per-user frame, or a small
+    # input is written as spark.sql.shuffle.partitions tiny files.
+    spark.conf.set("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "true")
+    storage.check_output(config.output)
+    recs = storage.read_table(spark, config.recommendations, config.format, "recommendations")
+    rel = storage.read_table(spark, config.relevance, config.format, "relevance")
+    attributes = None
+    if config.user_attributes:
+        attributes = storage.read_table(spark, config.user_attributes, config.format, "user attributes")
+    # One row per recommendation (ALS's 'array' layout exploded), so the counts and checks see rows.
+    recs, opts = _inputs.as_rows(recs, config.options)
+    read = count_rows(recs, rel, opts)
+    result = evaluate(recs, rel, opts, user_attributes=attributes).persist()
+    part = config.partition_spec
+    try:
+        explain_input_errors(result.scored.count, [recs], rel, opts)
+        summary = result.summary
+        storage.check_partition_column(part, result.per_user, summary, *(result.rejected or {}).values())
+        storage.write_table(result.per_user, config.output, "per_user", part)
+        storage.write_table(summary, config.output, "summary", part)
+        metrics = [row.asDict() for row in summary.collect()]
+        sums = result.accounting.first().asDict()
+        rejected = storage.write_rejected(spark, result.rejected, config.output, part)
+        if config.report:
+            bins = [r.asDict() for r in ndcg_histogram(result.per_user, opts.group_by).collect()]
+            notes = {"recommendations": config.recommendations, "relevance": config.relevance, "gain": opts.gain}
+            if part:
+                notes["partition"] = storage.partition_directory(part)
+            storage.write_text(spark, storage.manifest_dir(config.output, part), "report.html",
+                               render(metrics, bins, opts.group_by, notes=notes))
+    finally:
+        result.unpersist()
+    manifest = {
+        "metrics": metrics,
+        "rows": account_rows(read, rejected, sums),
+        "quality_gates": quality_gates(config, metrics),
+        "partition": dict([part]) if part else None,
+        "settings": config.to_dict(),
+        "input_rows": read,
+        "spark_version": spark.version,
+        "duration_seconds": round(time.time() - started, 3),
+    }
+    storage.write_json(spark, storage.manifest_dir(config.output, part), "summary.json", manifest)
+    return manifest
+
+
+def compare_main(spark, config: JobConfig) -> Dict[str, Any]:
+    """``ndcg-spark compare``: paired per-user NDCG of two models; writes ``per_user/`` (the pairs),
+    ``comparison/`` and, last, ``comparison.json``."""
+    started = time.time()
+    storage.check_output(config.output)
+    rel = storage.read_table(spark, config.relevance, config.format, "relevance")
+    recs = storage.read_table(spark, config.recommendations, config.format, "recommendations")
+    if config.model_col:
+        if config.model_col not in recs.columns:
+            raise InputDataError(
+                f"recommendations table has no column {config.model_col!r} (it has: {', '.join(recs.columns)})"
+            )
+        model = F.col(config.model_col).cast("string")
+        baseline = recs.filter(model == config.baseline_model).drop(config.model_col)
+        candidate = recs.filter(model == config.candidate_model).drop(config.model_col)
+    else:
+        baseline, candidate = recs, storage.read_table(spark, config.candidate, config.format, "candidate")
+    attributes = None
+    if config.user_attributes:
+        attributes = storage.read_table(spark, config.user_attributes, config.format, "user attributes")
+    baseline, opts = _inputs.as_rows(baseline, config.options)
+    candidate, _ = _inputs.as_rows(candidate, config.options)
+    read = {"baseline": count_rows(baseline, rel, opts)}
+    read["candidate"] = count_rows(candidate, rel, opts, relevance_rows=read["baseline"]["relevance"])
+    result = compare(baseline, candidate, rel, opts, user_attributes=attributes)
+    part = config.partition_spec
+    per_user = result.per_user.persist()
+    try:
+        explain_input_errors(per_user.count, [baseline, candidate], rel, opts)
+        storage.check_partition_column(part, per_user, result.summary)
+        storage.write_table(per_user, config.output, "per_user", part)
+        rows = result.report()
+    finally:
+        per_user.unpersist()
+    if rows:
+        storage.write_table(spark.createDataFrame(rows), config.output, "comparison", part)
+    manifest = {
+        "comparison": rows,
+        "settings": config.to_dict(),
+        "input_rows": read,
+        "spark_version": spark.version,
+        "duration_seconds": round(time.time() - started, 3),
+    }
+    storage.write_json(spark, storage.manifest_dir(config.output, part), "comparison.json", manifest)
+    return manifest
+
+
+def count_rows(recommendations, relevance, opts: EvaluationOptions, relevance_rows: int = None) -> Dict[str, int]:
+    """Each table's row count (``relevance_rows`` when counted already); an empty table raises.
+
+    The schemas are checked first, so a missing column is named before any data is read.
+    """
+    _inputs.check_tables(recommendations, relevance, opts)
+    rows = {
+        "recommendations": recommendations.count(),
+        "relevance": relevance_rows if relevance_rows is not None else relevance.count(),
+    }
+    for table, n in rows.items():
+        if n == 0:
+            raise InputDataError(f"{table} table is empty")
+    return rows
+
+
+def explain_input_errors(compute: Callable[[], Any], recommendations: Sequence[Any], relevance,
+                         opts: EvaluationOptions) -> Any:
+    """Run ``compute``; when a bad input row stops it, raise :func:`~ndcg_spark.validate`'s message.
+
+    The evaluation's checks stop at the first bad row they meet and name it; only then is each
+    table read again by ``validate``, which counts every problem and names up to five examples.
+    So input that is fine is read once.
+    """
+    try:
+        return compute()
+    except NdcgError:
+        raise
+    except Exception as exc:
+        if INPUT_ERROR_TAG in str(exc):
+            for recs in recommendations:
+                validate(recs, relevance, opts)
+        raise
+
+
+def account_rows(read: Dict[str, int], rejected: Dict[str, Dict[str, int]], sums: Dict[str, int]) -> Dict[str, Any]:
+    """Every input row as used or set aside for a reason; raises if they do not add up.
+
+    Each reason is counted from its own rows, so rows lost inside the evaluation show here.
+    """
+    tables = {
+        "recommendations": {
+            "read": read["recommendations"],
+            "used": sums["recommendations_used"],
+            "set_aside": {
+                **{f"invalid: {k}": v for k, v in sorted(rejected["recommendations"].items())},
+                "beyond the largest k": sums["recommendations_beyond_k"],
+                "repeated item (slot kept, no gain)": sums["recommendations_repeated"],
+                "users excluded by a policy": sums["recommendations_excluded"],
+            },
+        },
+        "relevance": {
+            "read": read["relevance"],
+            "used": sums["relevance_used"],
+            "set_aside": {
+                **{f"invalid: {k}": v for k, v in sorted(rejected["relevance"].items())},
+                "duplicates collapsed (max)": sums["relevance_collapsed"],
+                "users excluded by a policy": sums["relevance_excluded"],
+            },
+        },
+    }
+    for table, t in tables.items():
+        if t["read"] != t["used"] + sum(t["set_aside"].values()):
+            raise NdcgError(
+                f"row accounting of {table} does not add up: read {t['read']} != used {t['used']} + "
+                f"set aside {sum(t['set_aside'].values())} {t['set_aside']}"
+            )
+    return tables
+
+
+def quality_gates(config: JobConfig, metrics: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """Each ``--fail-below`` gate with the mean it was held against and whether it passed."""
+    means = {m["k"]: m["mean_ndcg"] for m in metrics}
+    return [
+        {"k": k, "threshold": t, "mean_ndcg": means.get(k), "passed": means.get(k) is not None and means[k] >= t}
+        for k, t in config.gates
+    ]
