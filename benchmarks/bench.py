@@ -262,9 +262,11 @@ def ranking_evaluator_input(recs, rel, k: int = 10):
 
     window = Window.partitionBy("user_id").orderBy(F.col("score").desc(), F.col("item_id").asc())
     top = recs.withColumn("rn", F.row_number().over(window)).filter(F.col("rn") <= k)
-    predictions = top.groupBy("user_id").agg(
-        F.array_sort(F.collect_list(F.struct("rn", "item_id"))).alias("ranked")
-    ).select("user_id", F.transform("ranked", lambda x: x["item_id"].cast("double")).alias("prediction"))
+    predictions = (
+        top.groupBy("user_id")
+        .agg(F.array_sort(F.collect_list(F.struct("rn", "item_id"))).alias("ranked"))
+        .select("user_id", F.transform("ranked", lambda x: x["item_id"].cast("double")).alias("prediction"))
+    )
     labels = (
         rel.filter(F.col("relevance") > 0)
         .groupBy("user_id")
@@ -323,8 +325,9 @@ DESCRIPTIONS = {
 }
 
 
-def time_variants(spark, variants: Dict[str, Callable[[], object]], repeat: int, log,
-                  warmup: int = 1) -> Dict[str, dict]:
+def time_variants(
+    spark, variants: Dict[str, Callable[[], object]], repeat: int, log, warmup: int = 1
+) -> Dict[str, dict]:
     """``warmup`` untimed runs each, then ``repeat`` round-robin rounds; per-variant samples and median."""
     results: Dict[str, dict] = {name: {"samples": [], "check": None, "warmup": None} for name in variants}
     for name, fn in variants.items() if warmup else ():
@@ -353,8 +356,10 @@ def time_variants(spark, variants: Dict[str, Callable[[], object]], repeat: int,
             results[name]["task_samples"].append(tasks)
             results[name]["loadavg_1m"].append(load)
             results[name]["check"] = results[name]["check"] or check
-            log(f"round {round_ + 1}/{repeat} {name}: {elapsed:.2f}s wall, {cpu:.2f}s JVM CPU, "
-                f"{tasks['task_cpu']:.2f}s task CPU ({tasks['stages']} stages), load {load:.2f}")
+            log(
+                f"round {round_ + 1}/{repeat} {name}: {elapsed:.2f}s wall, {cpu:.2f}s JVM CPU, "
+                f"{tasks['task_cpu']:.2f}s task CPU ({tasks['stages']} stages), load {load:.2f}"
+            )
     for res in results.values():
         res["median"] = statistics.median(res["samples"])
         res["min"] = min(res["samples"])
@@ -431,12 +436,16 @@ def run_main(spark, args, log, out: dict) -> None:
     res = time_variants(spark, variants, args.repeat, log, args.warmup)
     rows = spec.recs_layout.total
     print()
-    print(f"== main: {args.users} users, {rows:,} recommendation rows, {spec.rel_layout.total:,} relevance rows,"
-          f" repeat={args.repeat} (medians, seconds) ==")
+    print(
+        f"== main: {args.users} users, {rows:,} recommendation rows, {spec.rel_layout.total:,} relevance rows,"
+        f" repeat={args.repeat} (medians, seconds) =="
+    )
     print(f"{'':5} {'median':>7} {'min':>7} {'max':>7} {'JVM CPU':>8} {'task CPU':>8} {'Mrows/s':>8}  what | check")
     for name, r in res.items():
-        print(f"{name:5} {r['median']:7.2f} {r['min']:7.2f} {r['max']:7.2f} {r['cpu_median']:8.2f}"
-              f" {r['task_cpu_median']:8.2f} {rows / r['median'] / 1e6:8.2f}  {DESCRIPTIONS[name]} | {r['check']}")
+        print(
+            f"{name:5} {r['median']:7.2f} {r['min']:7.2f} {r['max']:7.2f} {r['cpu_median']:8.2f}"
+            f" {r['task_cpu_median']:8.2f} {rows / r['median'] / 1e6:8.2f}  {DESCRIPTIONS[name]} | {r['check']}"
+        )
     med = {name: r["median"] for name, r in res.items()}
     cpu = {name: r["cpu_median"] for name, r in res.items()}
     task = {name: r["task_cpu_median"] for name, r in res.items()}
@@ -444,14 +453,18 @@ def run_main(spark, args, log, out: dict) -> None:
     ratios = {n: med[x] / med[y] for n, (x, y) in pairs.items()}
     cpu_ratios = {n: cpu[x] / cpu[y] for n, (x, y) in pairs.items()}
     task_ratios = {n: task[x] / task[y] for n, (x, y) in pairs.items()}
-    print(f"(seconds; median/min/max wall; 'JVM CPU' = median CPU seconds of the whole Spark JVM per run (planning,"
-          f" codegen, JIT and GC included); 'task CPU' = median CPU seconds of Spark's task threads. CPU figures are"
-          f" less sensitive to other load; 1-min load average during the runs:"
-          f" {min(min(r['loadavg_1m']) for r in res.values()):.2f}..{max(max(r['loadavg_1m']) for r in res.values()):.2f})")
+    print(
+        f"(seconds; median/min/max wall; 'JVM CPU' = median CPU seconds of the whole Spark JVM per run (planning,"
+        f" codegen, JIT and GC included); 'task CPU' = median CPU seconds of Spark's task threads. CPU figures are"
+        f" less sensitive to other load; 1-min load average during the runs:"
+        f" {min(min(r['loadavg_1m']) for r in res.values()):.2f}..{max(max(r['loadavg_1m']) for r in res.values()):.2f})"
+    )
     print()
     for name, value in ratios.items():
-        print(ratio_line(name, value, TARGETS[name])
-              + f"   (JVM CPU ratio {cpu_ratios[name]:.3f}, task CPU ratio {task_ratios[name]:.3f})")
+        print(
+            ratio_line(name, value, TARGETS[name])
+            + f"   (JVM CPU ratio {cpu_ratios[name]:.3f}, task CPU ratio {task_ratios[name]:.3f})"
+        )
     out["main"] = {
         "data": asdict(spec),
         "recommendation_rows": rows,
@@ -482,12 +495,21 @@ def run_sweep(spark, args, log, out: dict) -> None:
 
     # All sizes in the same round-robin, so drift in the machine's load hits each alike.
     timed = time_variants(spark, {f"b@{u}": run_b(paths[u]) for u in sizes}, args.repeat, log, args.warmup)
-    table = [{"users": u, "recommendation_rows": specs[u].recs_layout.total,
-              "relevance_rows": specs[u].rel_layout.total, **timed[f"b@{u}"]} for u in sizes]
+    table = [
+        {
+            "users": u,
+            "recommendation_rows": specs[u].recs_layout.total,
+            "relevance_rows": specs[u].rel_layout.total,
+            **timed[f"b@{u}"],
+        }
+        for u in sizes
+    ]
     print()
     print(f"== sweep of (b) ndcg_spark.evaluate k=[10] .summary, repeat={args.repeat} (medians, seconds) ==")
-    print(f"{'users':>9} {'rec rows':>12} {'rel rows':>11} {'median':>8} {'JVM CPU':>8} {'task CPU':>8} {'s/Mrow':>7}"
-          f" {'rows x':>7} {'time x':>7} {'CPU x':>7} {'task x':>7}  target")
+    print(
+        f"{'users':>9} {'rec rows':>12} {'rel rows':>11} {'median':>8} {'JVM CPU':>8} {'task CPU':>8} {'s/Mrow':>7}"
+        f" {'rows x':>7} {'time x':>7} {'CPU x':>7} {'task x':>7}  target"
+    )
     lines = []
     for i, row in enumerate(table):
         s_per_m = row["median"] / (row["recommendation_rows"] / 1e6)
@@ -500,18 +522,25 @@ def run_sweep(spark, args, log, out: dict) -> None:
             # time(2N)/time(N) <= 2.1, i.e. 5% over linear; the same slack for other steps.
             target = TARGETS["scaling_2x"] * rows_x / 2
             row.update(rows_ratio=rows_x, time_ratio=time_x, cpu_ratio=cpu_x, task_cpu_ratio=task_x, target=target)
-            extra = (f"{rows_x:7.2f} {time_x:7.2f} {cpu_x:7.2f} {task_x:7.2f}  <= {target:.2f} "
-                     f"{'MET' if time_x <= target else 'NOT MET'}")
-            lines.append(ratio_line(f"t({row['users']})/t({prev['users']})", time_x, round(target, 3))
-                         + f"   (JVM CPU ratio {cpu_x:.3f}, task CPU ratio {task_x:.3f})")
+            extra = (
+                f"{rows_x:7.2f} {time_x:7.2f} {cpu_x:7.2f} {task_x:7.2f}  <= {target:.2f} "
+                f"{'MET' if time_x <= target else 'NOT MET'}"
+            )
+            lines.append(
+                ratio_line(f"t({row['users']})/t({prev['users']})", time_x, round(target, 3))
+                + f"   (JVM CPU ratio {cpu_x:.3f}, task CPU ratio {task_x:.3f})"
+            )
         else:
             extra = ""
-        print(f"{row['users']:9d} {row['recommendation_rows']:12,d} {row['relevance_rows']:11,d} "
-              f"{row['median']:8.2f} {row['cpu_median']:8.2f} {row['task_cpu_median']:8.2f} {s_per_m:7.2f} {extra}")
+        print(
+            f"{row['users']:9d} {row['recommendation_rows']:12,d} {row['relevance_rows']:11,d} "
+            f"{row['median']:8.2f} {row['cpu_median']:8.2f} {row['task_cpu_median']:8.2f} {s_per_m:7.2f} {extra}"
+        )
     if len(table) > 1:
         first, last = table[0], table[-1]
         exponent = math.log(last["median"] / first["median"]) / math.log(
-            last["recommendation_rows"] / first["recommendation_rows"])
+            last["recommendation_rows"] / first["recommendation_rows"]
+        )
         print(f"growth exponent (time ~ rows^x) from {first['users']} to {last['users']} users: x = {exponent:.2f}")
     print()
     for line in lines:
@@ -522,40 +551,68 @@ def run_sweep(spark, args, log, out: dict) -> None:
 def run_skew(spark, args, log, out: dict) -> None:
     specs = {
         "unskewed": DataSpec(args.users, args.list_length, args.relevant, seed=args.seed),
-        "skewed": DataSpec(args.users, args.list_length, args.relevant, skew=True, skew_users=args.skew_users,
-                           skew_factor=args.skew_factor, seed=args.seed),
+        "skewed": DataSpec(
+            args.users,
+            args.list_length,
+            args.relevant,
+            skew=True,
+            skew_users=args.skew_users,
+            skew_factor=args.skew_factor,
+            seed=args.seed,
+        ),
     }
     variants = {}
     for label, spec in specs.items():
         made = make_variants(spark, generate(spark, spec, Path(args.data_dir), log), options=evaluate_options(args))
         variants.update({f"{n}:{label}": made[n] for n in ("a", "b")})
     timed = time_variants(spark, variants, args.repeat, log, args.warmup)
-    res = {label: {"spec": asdict(spec), "recs_layout": asdict(spec.recs_layout),
-                   "rel_layout": asdict(spec.rel_layout),
-                   "a": timed[f"a:{label}"], "b": timed[f"b:{label}"]} for label, spec in specs.items()}
+    res = {
+        label: {
+            "spec": asdict(spec),
+            "recs_layout": asdict(spec.recs_layout),
+            "rel_layout": asdict(spec.rel_layout),
+            "a": timed[f"a:{label}"],
+            "b": timed[f"b:{label}"],
+        }
+        for label, spec in specs.items()
+    }
     print()
     print(f"== skew: same total rows, repeat={args.repeat} (medians; wall seconds, JVM CPU seconds) ==")
-    print(f"{'dataset':9} {'rec rows':>12} {'rel rows':>11} {'longest':>14} {'typical':>8} "
-          f"{'(a) wall':>9} {'(a) task':>9} {'(b) wall':>9} {'(b) CPU':>8} {'(b) task':>9}  check (b)")
+    print(
+        f"{'dataset':9} {'rec rows':>12} {'rel rows':>11} {'longest':>14} {'typical':>8} "
+        f"{'(a) wall':>9} {'(a) task':>9} {'(b) wall':>9} {'(b) CPU':>8} {'(b) task':>9}  check (b)"
+    )
     for label, spec in specs.items():
         rl, ql = spec.recs_layout, spec.rel_layout
         r = res[label]
-        print(f"{label:9} {rl.total:12,d} {ql.total:11,d} {f'{rl.max_len}/{ql.max_len}':>14} "
-              f"{f'{rl.q}/{ql.q}':>8} {r['a']['median']:9.2f} {r['a']['task_cpu_median']:9.2f} "
-              f"{r['b']['median']:9.2f} {r['b']['cpu_median']:8.2f} {r['b']['task_cpu_median']:9.2f}  {r['b']['check']}")
+        print(
+            f"{label:9} {rl.total:12,d} {ql.total:11,d} {f'{rl.max_len}/{ql.max_len}':>14} "
+            f"{f'{rl.q}/{ql.q}':>8} {r['a']['median']:9.2f} {r['a']['task_cpu_median']:9.2f} "
+            f"{r['b']['median']:9.2f} {r['b']['cpu_median']:8.2f} {r['b']['task_cpu_median']:9.2f}  {r['b']['check']}"
+        )
     sk = specs["skewed"]
-    print(f"(lists as recommendations/relevance per user; skewed: {sk.recs_layout.heavy_users} users with "
-          f"{sk.recs_layout.heavy_len:,} recommendations and {sk.rel_layout.heavy_len:,} relevance rows each)")
+    print(
+        f"(lists as recommendations/relevance per user; skewed: {sk.recs_layout.heavy_users} users with "
+        f"{sk.recs_layout.heavy_len:,} recommendations and {sk.rel_layout.heavy_len:,} relevance rows each)"
+    )
     ratio = res["skewed"]["b"]["median"] / res["unskewed"]["b"]["median"]
     cpu_ratio = res["skewed"]["b"]["cpu_median"] / res["unskewed"]["b"]["cpu_median"]
     task_ratio = res["skewed"]["b"]["task_cpu_median"] / res["unskewed"]["b"]["task_cpu_median"]
     floor_ratio = res["skewed"]["a"]["median"] / res["unskewed"]["a"]["median"]
     print()
-    print(ratio_line("skew/unskewed", ratio, TARGETS["skew/unskewed"])
-          + f"   (JVM CPU ratio {cpu_ratio:.3f}, task CPU ratio {task_ratio:.3f}); (b) on the skewed data finished: yes")
+    print(
+        ratio_line("skew/unskewed", ratio, TARGETS["skew/unskewed"])
+        + f"   (JVM CPU ratio {cpu_ratio:.3f}, task CPU ratio {task_ratio:.3f}); (b) on the skewed data finished: yes"
+    )
     print(f"(floor (a) skewed/unskewed = {floor_ratio:.3f}, for reference)")
-    out["skew"] = {**res, "ratio_b": ratio, "cpu_ratio_b": cpu_ratio, "task_cpu_ratio_b": task_ratio, "ratio_a": floor_ratio,
-                   "target_met": ratio <= TARGETS["skew/unskewed"]}
+    out["skew"] = {
+        **res,
+        "ratio_b": ratio,
+        "cpu_ratio_b": cpu_ratio,
+        "task_cpu_ratio_b": task_ratio,
+        "ratio_a": floor_ratio,
+        "target_met": ratio <= TARGETS["skew/unskewed"],
+    }
 
 
 def write_plans(spark, paths: Dict[str, str], path: Path, log, options: Dict[str, object]) -> None:
@@ -567,8 +624,12 @@ def write_plans(spark, paths: Dict[str, str], path: Path, log, options: Dict[str
     buf = io.StringIO()
     lib = library_version()
     with contextlib.redirect_stdout(buf):
-        print(f"# ndcg_spark {lib['version']} from {lib['path']} (sources sha256 {lib['sources_sha256']}); data {paths['recs']}\n")
-        print("#### (b) ndcg_spark.evaluate(recs, rel, k=[10]).summary -- explain(mode='formatted'), before execution\n")
+        print(
+            f"# ndcg_spark {lib['version']} from {lib['path']} (sources sha256 {lib['sources_sha256']}); data {paths['recs']}\n"
+        )
+        print(
+            "#### (b) ndcg_spark.evaluate(recs, rel, k=[10]).summary -- explain(mode='formatted'), before execution\n"
+        )
         summary.explain(mode="formatted")
         summary.collect()
         print("\n#### the same DataFrame after collect(): final adaptive plan (explain(mode='formatted'))\n")
@@ -614,23 +675,32 @@ def machine() -> dict:
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--users", type=int, default=200_000)
     p.add_argument("--list-length", type=int, default=50, help="recommendations per user")
     p.add_argument("--relevant", type=int, default=20, help="relevance rows per user (grades 0..4)")
-    p.add_argument("--skew", action="store_true",
-                   help="compare a skewed dataset (a few users with lists ~skew-factor times longer, same total "
-                        "rows) against the unskewed one, instead of the main table")
+    p.add_argument(
+        "--skew",
+        action="store_true",
+        help="compare a skewed dataset (a few users with lists ~skew-factor times longer, same total "
+        "rows) against the unskewed one, instead of the main table",
+    )
     p.add_argument("--skew-users", type=int, default=5)
     p.add_argument("--skew-factor", type=int, default=2000)
-    p.add_argument("--sizes", default=None,
-                   help="comma-separated user counts: time (b) at each instead of the main table")
+    p.add_argument(
+        "--sizes", default=None, help="comma-separated user counts: time (b) at each instead of the main table"
+    )
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--warmup", type=int, default=1, help="untimed runs of each variant before timing")
     p.add_argument("--data-dir", default="/tmp/ndcg-bench")
     p.add_argument("--driver-memory", default="4g")
-    p.add_argument("--no-fixed-heap", action="store_true",
-                   help="let the driver heap start small and resize (no -Xms; see jvm_options)")
+    p.add_argument(
+        "--no-fixed-heap",
+        action="store_true",
+        help="let the driver heap start small and resize (no -Xms; see jvm_options)",
+    )
     p.add_argument("--shuffle-partitions", type=int, default=8)
     p.add_argument("--master", default="local[2]")
     p.add_argument("--seed", type=int, default=20240611)
@@ -693,18 +763,25 @@ def main(argv: Optional[List[str]] = None) -> int:
     out: dict = {
         "argv": sys.argv,
         "args": vars(args),
-        "machine": {**machine(), "spark": spark.version, "master": args.master,
-                    "driver_memory": args.driver_memory, "shuffle_partitions": args.shuffle_partitions,
-                    "jvm_heap_arguments": jvm_heap_arguments(spark),
-                    "java": spark._jvm.System.getProperty("java.version")},
+        "machine": {
+            **machine(),
+            "spark": spark.version,
+            "master": args.master,
+            "driver_memory": args.driver_memory,
+            "shuffle_partitions": args.shuffle_partitions,
+            "jvm_heap_arguments": jvm_heap_arguments(spark),
+            "java": spark._jvm.System.getProperty("java.version"),
+        },
         "targets": TARGETS,
         "ndcg_spark": library_version(),
     }
     m = out["machine"]
-    print(f"machine: {m.get('cpus')} cpus ({m.get('cpu', '?')}), {m.get('memory_gb', '?')} GB RAM, "
-          f"Java {m['java']}, Spark {m['spark']} {args.master}, driver memory {args.driver_memory} "
-          f"(JVM {' '.join(m['jvm_heap_arguments'])}), "
-          f"shuffle partitions {args.shuffle_partitions}")
+    print(
+        f"machine: {m.get('cpus')} cpus ({m.get('cpu', '?')}), {m.get('memory_gb', '?')} GB RAM, "
+        f"Java {m['java']}, Spark {m['spark']} {args.master}, driver memory {args.driver_memory} "
+        f"(JVM {' '.join(m['jvm_heap_arguments'])}), "
+        f"shuffle partitions {args.shuffle_partitions}"
+    )
     lib = out["ndcg_spark"]
     print(f"ndcg_spark {lib['version']} from {lib['path']} (sources sha256 {lib['sources_sha256']})")
     try:

@@ -41,14 +41,16 @@ import bench  # noqa: E402
 PHASES = ("read", "build", "plan", "data", "tail", "total")
 
 
-def builders(spark, paths: Dict[str, str], k: int = 10, options: Optional[Dict[str, object]] = None
-             ) -> Dict[str, Callable[[], Tuple[Callable, Callable]]]:
+def builders(
+    spark, paths: Dict[str, str], k: int = 10, options: Optional[Dict[str, object]] = None
+) -> Dict[str, Callable[[], Tuple[Callable, Callable]]]:
     """Per variant: a function that reads the tables and returns (build, run) for them.
 
     ``options`` go to every ``evaluate`` call, as in ``bench.make_variants``.
     """
-    import ndcg_spark
     from pyspark.ml.evaluation import RankingEvaluator
+
+    import ndcg_spark
 
     def tables():
         return spark.read.parquet(paths["recs"]), spark.read.parquet(paths["rel"])
@@ -56,7 +58,9 @@ def builders(spark, paths: Dict[str, str], k: int = 10, options: Optional[Dict[s
     def ndcg(ks):
         def read():
             recs, rel = tables()
-            return (lambda: ndcg_spark.evaluate(recs, rel, k=ks, **dict(options or {})).summary), (lambda df: df.collect())
+            return (lambda: ndcg_spark.evaluate(recs, rel, k=ks, **dict(options or {})).summary), (
+                lambda df: df.collect()
+            )
 
         return read
 
@@ -69,8 +73,7 @@ def builders(spark, paths: Dict[str, str], k: int = 10, options: Optional[Dict[s
         evaluator = RankingEvaluator(metricName="ndcgAtK", k=k, predictionCol="prediction", labelCol="label")
         return (lambda: bench.ranking_evaluator_input(recs, rel, k=k)), evaluator.evaluate
 
-    return {"a": floor, "b": ndcg([k]), "b100": ndcg([100]), "c": ndcg([1, 5, 10, 20, 50, 100]),
-            "d": ranking_evaluator}
+    return {"a": floor, "b": ndcg([k]), "b100": ndcg([100]), "c": ndcg([1, 5, 10, 20, 50, 100]), "d": ranking_evaluator}
 
 
 class Stages:
@@ -94,13 +97,15 @@ class Stages:
                 continue
             self._seen.add(key)
             if stage.submissionTime().isDefined() and stage.completionTime().isDefined():
-                found.append({
-                    "stage": stage.stageId(),
-                    "tasks": stage.numTasks(),
-                    "submitted": stage.submissionTime().get().getTime(),
-                    "completed": stage.completionTime().get().getTime(),
-                    "task_cpu": stage.executorCpuTime() / 1e9,
-                })
+                found.append(
+                    {
+                        "stage": stage.stageId(),
+                        "tasks": stage.numTasks(),
+                        "submitted": stage.submissionTime().get().getTime(),
+                        "completed": stage.completionTime().get().getTime(),
+                        "task_cpu": stage.executorCpuTime() / 1e9,
+                    }
+                )
         return sorted(found, key=lambda s: (s["submitted"], s["stage"]))
 
 
@@ -155,20 +160,25 @@ def main(argv=None) -> int:
             runs[name].append(result)
             if own.stages:
                 shown = " ".join(f"{s['tasks']}:{s['submitted']:.0f}-{s['completed']:.0f}" for s in result["stages"])
-                print(f"round {round_ + 1} {name}: {result['total']:.0f} ms; stages (tasks:from-to ms) {shown}",
-                      flush=True)
+                print(
+                    f"round {round_ + 1} {name}: {result['total']:.0f} ms; stages (tasks:from-to ms) {shown}",
+                    flush=True,
+                )
     medians = {name: {ph: statistics.median(r[ph] for r in rs) for ph in PHASES} for name, rs in runs.items()}
     print()
-    print(f"== {spec.users} users, {spec.recs_layout.total:,} recommendation rows, {spec.rel_layout.total:,} "
-          f"relevance rows; medians of {args.repeat} rounds, milliseconds ==")
+    print(
+        f"== {spec.users} users, {spec.recs_layout.total:,} recommendation rows, {spec.rel_layout.total:,} "
+        f"relevance rows; medians of {args.repeat} rounds, milliseconds =="
+    )
     print(f"{'':5}" + "".join(f"{ph:>8}" for ph in PHASES))
     for name, med in medians.items():
         print(f"{name:5}" + "".join(f"{med[ph]:8.0f}" for ph in PHASES))
     if "b" in medians and "d" in medians:
         print("b - d" + "".join(f"{medians['b'][ph] - medians['d'][ph]:8.0f}" for ph in PHASES))
     if args.json:
-        Path(args.json).write_text(json.dumps(
-            {"data": spec.name, "machine": bench.machine(), "medians_ms": medians, "runs": runs}, indent=1))
+        Path(args.json).write_text(
+            json.dumps({"data": spec.name, "machine": bench.machine(), "medians_ms": medians, "runs": runs}, indent=1)
+        )
     spark.stop()
     return 0
 

@@ -187,9 +187,7 @@ def with_user_attributes(df: DataFrame, attributes: Optional[DataFrame], opts: E
     if not wanted:
         return df
     user = ident(opts.user_col)
-    message = string_literal(
-        f"{INPUT_ERROR_TAG}: user attributes table has more than one row for {opts.user_col}="
-    )
+    message = string_literal(f"{INPUT_ERROR_TAG}: user attributes table has more than one row for {opts.user_col}=")
     # One row per user, checked: a repeated user would repeat that user's figures in the join.
     attrs = (
         attributes.groupBy(F.col(user).alias(opts.user_col))

@@ -51,7 +51,9 @@ def judged_lists(rel: DataFrame, opts: EvaluationOptions) -> DataFrame:
     # per user below.
     aggregates = [f"collect_list({ITEM}) AS {items}", f"collect_list({REL}) AS {rels}"]
     if opts.duplicate_relevance == "max":
-        rel = rel.groupBy(F.col(user), F.col(ITEM)).agg(F.expr(f"max({REL}) AS {REL}"), F.expr("count(1) AS __ndcg_rows"))
+        rel = rel.groupBy(F.col(user), F.col(ITEM)).agg(
+            F.expr(f"max({REL}) AS {REL}"), F.expr("count(1) AS __ndcg_rows")
+        )
         aggregates.append(f"CAST(sum(__ndcg_rows) AS INT) AS {ROWS}")
         rows, n_repeats = ROWS, f"{ROWS} - size({items})"
     else:

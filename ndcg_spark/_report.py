@@ -67,7 +67,9 @@ def _k(value: Optional[int]) -> str:
 
 def _table(metrics: List[Dict[str, Any]], group_by: Sequence[str]) -> str:
     columns = [*group_by, "k", "users", "mean_ndcg", "ndcg_ci_low", "ndcg_ci_high", "mean_dcg", "std_ndcg"]
-    columns += [c for c in ("mean_precision", "mean_recall", "mean_ap", "mean_rr", "hit_rate") if metrics and c in metrics[0]]
+    columns += [
+        c for c in ("mean_precision", "mean_recall", "mean_ap", "mean_rr", "hit_rate") if metrics and c in metrics[0]
+    ]
     head = "".join(f"<th>{_e(c)}</th>" for c in columns)
     body = []
     for row in metrics:
@@ -117,7 +119,7 @@ def ndcg_curve(metrics: List[Dict[str, Any]], group_by: Sequence[str], width: in
         for r in rows:
             svg.append(
                 f'<circle cx="{x_of(r["k"]):.1f}" cy="{top + h - h * r["mean_ndcg"] / y_max:.1f}" r="3" fill="{color}">'
-                f'<title>{_e(name)} k={r["k"]}: {r["mean_ndcg"]:.4f}</title></circle>'
+                f"<title>{_e(name)} k={r['k']}: {r['mean_ndcg']:.4f}</title></circle>"
             )
         svg.append(f'<text x="{left + w + 10}" y="{top + 14 + 16 * i}" font-size="12" fill="{color}">{_e(name)}</text>')
     svg.append("</svg>")
@@ -135,7 +137,9 @@ def histograms(rows: List[Dict[str, Any]], group_by: Sequence[str], bins: int = 
     for (segment, k), counts in sorted(charts.items(), key=lambda kv: (kv[0][0], kv[0][1] is None, kv[0][1] or 0)):
         top = max(counts) or 1
         bar = (width - 2 * pad) / bins
-        svg = [f'<svg class="histogram" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img">']
+        svg = [
+            f'<svg class="histogram" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img">'
+        ]
         svg.append(f'<text x="{pad}" y="14" font-size="12">{_e(segment)}, NDCG@{_k(k)} ({sum(counts)} users)</text>')
         for i, c in enumerate(counts):
             bh = (height - 2 * pad - 10) * c / top

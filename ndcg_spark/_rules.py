@@ -73,7 +73,10 @@ def _rank_tie(opts: EvaluationOptions, list_keys: Sequence[str]) -> RowRule:
     user, rank = ident(opts.user_col), ident(opts.rank_col or "")
     by_list = ", ".join([*list_keys, user])
     return RowRule(
-        RANK_TIE, "recommendations", opts.rank_col or "", "has two items at the same rank for one user",
+        RANK_TIE,
+        "recommendations",
+        opts.rank_col or "",
+        "has two items at the same rank for one user",
         f"coalesce(count(1) OVER (PARTITION BY {by_list}, {rank}) > 1, false) "
         f"AND CAST({rank} AS DOUBLE) IS NOT NULL AND {user} IS NOT NULL",
         by_group=True,
@@ -83,7 +86,9 @@ def _rank_tie(opts: EvaluationOptions, list_keys: Sequence[str]) -> RowRule:
 def _repeated_judgement(opts: EvaluationOptions) -> RowRule:
     user, item = ident(opts.user_col), ident(opts.item_col)
     return RowRule(
-        REPEATED_JUDGEMENT, "relevance", f"({opts.user_col}, {opts.item_col})",
+        REPEATED_JUDGEMENT,
+        "relevance",
+        f"({opts.user_col}, {opts.item_col})",
         'appears more than once (set duplicate_relevance = "max" to keep the largest)',
         f"coalesce(count(1) OVER (PARTITION BY {user}, {item}) > 1, false) AND {user} IS NOT NULL AND {item} IS NOT NULL",
         by_group=True,
@@ -102,7 +107,10 @@ def recommendation_rules(opts: EvaluationOptions, segments: Sequence[str] = ()) 
         rules += [
             RowRule("null_rank", t, opts.rank_col, "is null", f"{rank} IS NULL"),
             RowRule(
-                "bad_rank", t, opts.rank_col, "is not a positive integer",
+                "bad_rank",
+                t,
+                opts.rank_col,
+                "is not a positive integer",
                 f"coalesce({_is_bad_number(rank)} OR {rank} < 1 OR {rank} != floor({rank}), false)",
             ),
             _rank_tie(opts, [ident(c) for c in segments]),
@@ -124,12 +132,16 @@ def relevance_rules(opts: EvaluationOptions) -> List[RowRule]:
         RowRule("null_user", t, opts.user_col, "is null", f"{ident(opts.user_col)} IS NULL"),
         RowRule("null_item", t, opts.item_col, "is null", f"{ident(opts.item_col)} IS NULL"),
         RowRule("null_relevance", t, opts.relevance_col, "is null", f"{rel} IS NULL"),
-        RowRule("bad_relevance", t, opts.relevance_col, "is NaN or infinite", f"coalesce({_is_bad_number(rel)}, false)"),
+        RowRule(
+            "bad_relevance", t, opts.relevance_col, "is NaN or infinite", f"coalesce({_is_bad_number(rel)}, false)"
+        ),
     ]
     if opts.negative_relevance == "error":
         rules.append(
             RowRule(
-                "negative_relevance", t, opts.relevance_col,
+                "negative_relevance",
+                t,
+                opts.relevance_col,
                 'is negative (set negative_relevance = "clip" to read it as 0)',
                 f"coalesce({rel} < 0, false)",
             )
@@ -137,7 +149,9 @@ def relevance_rules(opts: EvaluationOptions) -> List[RowRule]:
     if opts.gain == "exponential":
         rules.append(
             RowRule(
-                "relevance_overflow", t, opts.relevance_col,
+                "relevance_overflow",
+                t,
+                opts.relevance_col,
                 f"is {MAX_EXPONENTIAL_RELEVANCE:.0f} or more, so 2^rel - 1 overflows a double under exponential gain",
                 f"coalesce(NOT {_is_bad_number(rel)} AND {rel} >= {MAX_EXPONENTIAL_RELEVANCE}D, false)",
             )

@@ -238,7 +238,9 @@ def with_cutoffs(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
             for name, metric in companion_metrics(HITS, N_RELEVANT_BINARY, _cut(k)).items():
                 companions.append(f"{metric} AS {_at(name, j)}")
                 kept.append(_at(name, j))
-    with_hits = df.selectExpr(*kept[: len(kept) - len(companions)], *companions, f"{hits_of(opts)} AS {HIT_TERMS}", IDEAL)
+    with_hits = df.selectExpr(
+        *kept[: len(kept) - len(companions)], *companions, f"{hits_of(opts)} AS {HIT_TERMS}", IDEAL
+    )
     if opts.largest_k is not None and opts.largest_k <= UNROLLED_CUTOFF_LIMIT:
         per_list = _sums_unrolled(with_hits, kept, opts)
     else:
@@ -283,7 +285,9 @@ def _sums_unrolled(with_hits: DataFrame, kept: List[str], opts: EvaluationOption
 
     def within(cut: int, term: str) -> str:
         # A hit past the cutoff adds nothing; positions only grow along the array.
-        return f"aggregate({HIT_TERMS}, 0.0D, (u_acc, u_h) -> CASE WHEN u_h.p <= {cut} THEN u_acc + {term} ELSE u_acc END)"
+        return (
+            f"aggregate({HIT_TERMS}, 0.0D, (u_acc, u_h) -> CASE WHEN u_h.p <= {cut} THEN u_acc + {term} ELSE u_acc END)"
+        )
 
     def ideal_term(i: int) -> str:
         return f"coalesce({_ideal_gain(str(i), opts)}, 0.0D) * {discount(str(i))}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from typing import Dict, Optional
 
+
 def paired_t_test(n: int, mean: Optional[float], std: Optional[float]) -> Dict[str, Optional[float]]:
     """Two-sided paired t-test and the 95% interval of the mean difference."""
     empty = {"difference_ci_low": None, "difference_ci_high": None, "t_statistic": None, "p_value": None}

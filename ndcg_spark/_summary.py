@@ -8,7 +8,7 @@ user attributes joined) and adds :data:`EXCLUDED`, true for a user the policies 
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence
+from typing import Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -83,7 +83,10 @@ def summarize(scored: DataFrame, opts: EvaluationOptions) -> DataFrame:
     else:
         half = f"({Z_95}D * std_ndcg / sqrt(CAST(users AS DOUBLE)))"
         # NDCG lives in [0, 1]; the normal approximation does not know it.
-        interval = [f"greatest(mean_ndcg - {half}, 0.0D) AS ndcg_ci_low", f"least(mean_ndcg + {half}, 1.0D) AS ndcg_ci_high"]
+        interval = [
+            f"greatest(mean_ndcg - {half}, 0.0D) AS ndcg_ci_low",
+            f"least(mean_ndcg + {half}, 1.0D) AS ndcg_ci_high",
+        ]
     columns = [*keys, *names[:at], *interval, *names[at:]]
     ordered = [F.col(c).asc_nulls_last() for c in keys]
     # A handful of rows: one partition sorted in place, where orderBy would sample the input in a job of its own.
@@ -206,4 +209,3 @@ def accounting(scored: DataFrame, beyond_k: DataFrame, opts: EvaluationOptions) 
         total(F.col("rows_excluded")).alias("users_excluded"),
     )
     return sums.crossJoin(beyond_k.selectExpr("rows_beyond_k AS recommendations_beyond_k"))
-

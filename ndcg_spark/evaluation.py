@@ -74,9 +74,7 @@ class EvaluationResult:
         columns = [*self.options.group_by, self.options.user_col, "k", *_scoring.FIGURES, *extra]
         # The two repeat counts (one from each side of the join, never negative) are read so that
         # no action that reads one side only (a count) lets Spark drop the other side and its checks.
-        kept = (
-            ~F.col(_summary.EXCLUDED) & (F.col(_ranking.REPEATED) >= 0) & (F.col(_judged.REPEATED) >= 0)
-        )
+        kept = ~F.col(_summary.EXCLUDED) & (F.col(_ranking.REPEATED) >= 0) & (F.col(_judged.REPEATED) >= 0)
         return self.scored.filter(kept).select(*[F.col(ident(c)) for c in columns])
 
     @property
@@ -92,7 +90,7 @@ class EvaluationResult:
         reason counted from its own rows (see :func:`ndcg_spark._summary.accounting`)."""
         return _summary.accounting(self.scored, self.beyond_k, self.options)
 
-    def persist(self) -> "EvaluationResult":
+    def persist(self) -> EvaluationResult:
         """Cache the per-user figures so ``per_user`` and ``summary`` share one computation."""
         return replace(self, scored=self.scored.persist())
 

@@ -218,12 +218,12 @@ on_invalid_rows, cap_ideal_at_list_length
         return tuple(f.name for f in dataclasses.fields(cls))
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any]) -> "EvaluationOptions":
+    def from_mapping(cls, values: Mapping[str, Any]) -> EvaluationOptions:
         """Options from ``{name: value}``, refusing unknown names with a suggestion."""
         check_known_keys(values, cls.names(), "option")
         return cls(**values)
 
-    def updated(self, **changes: Any) -> "EvaluationOptions":
+    def updated(self, **changes: Any) -> EvaluationOptions:
         """A copy with ``changes`` applied (unknown names refused, as by :meth:`from_mapping`)."""
         check_known_keys(changes, self.names(), "option")
         return dataclasses.replace(self, **changes)

@@ -59,8 +59,13 @@ def build(output: Path, root: Path = ROOT) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-o", "--output", type=Path, default=ROOT / "dist" / f"{PACKAGE}.zip",
-                        help="where to write the zip (default: dist/ndcg_spark.zip in the checkout)")
+    parser.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        default=ROOT / "dist" / f"{PACKAGE}.zip",
+        help="where to write the zip (default: dist/ndcg_spark.zip in the checkout)",
+    )
     args = parser.parse_args(argv)
     names = build(args.output)
     print(f"wrote {args.output} ({len(names)} files: {', '.join(n.split('/', 1)[1] for n in names)})")

@@ -79,8 +79,14 @@ def get_json(url: str, timeout: float = 10):
         return json.loads(response.read().decode())
 
 
-def wait_for(what: str, check: Callable[[], object], timeout: float, interval: float = 0.25,
-             alive: Optional[Sequence[subprocess.Popen]] = None, logs: Sequence[Path] = ()):
+def wait_for(
+    what: str,
+    check: Callable[[], object],
+    timeout: float,
+    interval: float = 0.25,
+    alive: Optional[Sequence[subprocess.Popen]] = None,
+    logs: Sequence[Path] = (),
+):
     """Poll ``check`` until it returns something truthy; fail with the logs' tails on timeout
     or as soon as one of the ``alive`` processes has exited."""
     deadline = time.monotonic() + timeout
@@ -138,10 +144,10 @@ def _tcp_listeners() -> Dict[int, tuple[str, int]]:
                 continue
             hex_ip, hex_port = parts[1].split(":")
             raw = bytes.fromhex(hex_ip)
-            raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))  # 32-bit words, little-endian
+            raw = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))  # 32-bit words, little-endian
             address = socket.inet_ntop(family, raw)
             if address.startswith("::ffff:"):
-                address = address[len("::ffff:"):]
+                address = address[len("::ffff:") :]
             found[int(parts[9])] = (address, int(hex_port, 16))
     return found
 
@@ -160,7 +166,7 @@ def listening_sockets(pid: int) -> set:
         except OSError:
             continue
         if target.startswith("socket:["):
-            inode = int(target[len("socket:["):-1])
+            inode = int(target[len("socket:[") : -1])
             if inode in listeners:
                 found.add(listeners[inode])
     return found
@@ -216,8 +222,12 @@ def stop_process(proc: subprocess.Popen, grace: float = 20) -> None:
 
 def build_pyfiles(output: Path) -> Path:
     """``python scripts/build_pyfiles.py -o output``, the documented build command."""
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "build_pyfiles.py"), "-o", str(output)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "build_pyfiles.py"), "-o", str(output)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if proc.returncode != 0:
         raise ClusterError(f"build_pyfiles failed:\n{proc.stdout}\n{proc.stderr}")
     with zipfile.ZipFile(output) as zf:
@@ -246,9 +256,15 @@ def isolated_python(where: Path) -> Path:
     if python.exists():
         return python
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True, timeout=120)
-    purelib = Path(subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True, capture_output=True, text=True, timeout=60).stdout.strip())
+    purelib = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout.strip()
+    )
     ours = [Path(p) for p in site.getsitepackages() if Path(p).is_dir()] or [Path(sysconfig.get_paths()["purelib"])]
     for site_dir in ours:
         for entry in sorted(site_dir.iterdir()):
@@ -262,9 +278,22 @@ def isolated_python(where: Path) -> Path:
 
 def clean_env(python: Path, **extra: str) -> Dict[str, str]:
     """The environment of a spark-submit or daemon: ours minus anything Python- or Spark-specific."""
-    drop = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYSPARK_SUBMIT_ARGS", "SPARK_CONF_DIR", "SPARK_ENV_LOADED",
-            "SPARK_HOME", "SPARK_MASTER", "SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "VIRTUAL_ENV",
-            "SPARK_CONNECT_AUTHENTICATE_TOKEN", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")
+    drop = (
+        "PYTHONPATH",
+        "PYTHONHOME",
+        "PYTHONSTARTUP",
+        "PYSPARK_SUBMIT_ARGS",
+        "SPARK_CONF_DIR",
+        "SPARK_ENV_LOADED",
+        "SPARK_HOME",
+        "SPARK_MASTER",
+        "SPARK_REMOTE",
+        "SPARK_CONNECT_MODE_ENABLED",
+        "VIRTUAL_ENV",
+        "SPARK_CONNECT_AUTHENTICATE_TOKEN",
+        "PYSPARK_PYTHON",
+        "PYSPARK_DRIVER_PYTHON",
+    )
     env = {k: v for k, v in os.environ.items() if k not in drop and not k.startswith("SPARK_LOCAL")}
     env.update(
         SPARK_HOME=str(SPARK_HOME),
@@ -363,11 +392,17 @@ class StandaloneCluster:
         log = self.base / "logs" / f"{name}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "ab") as fh:
-            proc = subprocess.Popen([str(SPARK_CLASS), *args], stdout=fh, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, env=self.env(), cwd=self.base)
+            proc = subprocess.Popen(
+                [str(SPARK_CLASS), *args],
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=self.env(),
+                cwd=self.base,
+            )
         return Daemon(name, proc, log, port, webui_port)
 
-    def start(self) -> "StandaloneCluster":
+    def start(self) -> StandaloneCluster:
         # Fail fast on a port taken between free_port() and the bind, instead of silently moving
         # to the next port (spark.port.maxRetries); start() then tries again with new ports.
         write_conf_dir(self.base / "conf", {"spark.port.maxRetries": "0", "spark.master.rest.enabled": "false"})
@@ -386,25 +421,63 @@ class StandaloneCluster:
 
     def _start_master(self) -> None:
         port, webui = free_port(), free_port()
-        self.master = self._daemon("master", ["org.apache.spark.deploy.master.Master", "--host", LOCALHOST,
-                                              "--port", str(port), "--webui-port", str(webui)], port, webui)
-        wait_for("the master's JSON UI", lambda: self.state()["status"] == "ALIVE", START_TIMEOUT,
-                 alive=[self.master.proc], logs=[self.master.log])
+        self.master = self._daemon(
+            "master",
+            [
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                LOCALHOST,
+                "--port",
+                str(port),
+                "--webui-port",
+                str(webui),
+            ],
+            port,
+            webui,
+        )
+        wait_for(
+            "the master's JSON UI",
+            lambda: self.state()["status"] == "ALIVE",
+            START_TIMEOUT,
+            alive=[self.master.proc],
+            logs=[self.master.log],
+        )
 
     def add_worker(self) -> Daemon:
         index = len(self.worker_daemons) + 1
         for attempt in range(3):
             port, webui = free_port(), free_port()
             work_dir = self.base / f"work-{index}"
-            daemon = self._daemon(f"worker-{index}", [
-                "org.apache.spark.deploy.worker.Worker", "--host", LOCALHOST, "--port", str(port),
-                "--webui-port", str(webui), "--cores", str(self.worker_cores), "--memory", self.worker_memory,
-                "--work-dir", str(work_dir), self.url], port, webui)
+            daemon = self._daemon(
+                f"worker-{index}",
+                [
+                    "org.apache.spark.deploy.worker.Worker",
+                    "--host",
+                    LOCALHOST,
+                    "--port",
+                    str(port),
+                    "--webui-port",
+                    str(webui),
+                    "--cores",
+                    str(self.worker_cores),
+                    "--memory",
+                    self.worker_memory,
+                    "--work-dir",
+                    str(work_dir),
+                    self.url,
+                ],
+                port,
+                webui,
+            )
             self.worker_daemons.append(daemon)
             try:
-                wait_for(f"worker {index} to register", lambda: any(
-                    w["port"] == port and w["state"] == "ALIVE" for w in self.state()["workers"]),
-                    START_TIMEOUT, alive=[daemon.proc], logs=[daemon.log, self.master.log])
+                wait_for(
+                    f"worker {index} to register",
+                    lambda port=port: any(w["port"] == port and w["state"] == "ALIVE" for w in self.state()["workers"]),
+                    START_TIMEOUT,
+                    alive=[daemon.proc],
+                    logs=[daemon.log, self.master.log],
+                )
                 return daemon
             except ClusterError:
                 stop_process(daemon.proc)
@@ -413,8 +486,13 @@ class StandaloneCluster:
         raise AssertionError("unreachable")
 
     def wait_for_workers(self, n: int) -> None:
-        wait_for(f"{n} alive workers", lambda: len(self.alive_workers()) >= n, START_TIMEOUT,
-                 alive=[self.master.proc], logs=[self.master.log])
+        wait_for(
+            f"{n} alive workers",
+            lambda: len(self.alive_workers()) >= n,
+            START_TIMEOUT,
+            alive=[self.master.proc],
+            logs=[self.master.log],
+        )
 
     def ensure_workers(self) -> None:
         """Replace workers a test killed, so the next job again has ``workers`` of them."""
@@ -479,15 +557,33 @@ def pid_exists(pid: int) -> bool:
 # ----------------------------------------------------------------------------- spark-submit
 
 
-def submit_command(master: str, pyfiles: Path, script: Path, job_args: Sequence[str], *,
-                   conf: Optional[Dict[str, str]] = None, cores_max: int = 2) -> List[str]:
+def submit_command(
+    master: str,
+    pyfiles: Path,
+    script: Path,
+    job_args: Sequence[str],
+    *,
+    conf: Optional[Dict[str, str]] = None,
+    cores_max: int = 2,
+) -> List[str]:
     """The spark-submit line of docs/cluster.md section 4 (client deploy mode; SPARK_LOCAL_IP in
     the environment binds the driver to 127.0.0.1)."""
     cmd = [
-        str(SPARK_SUBMIT), "--master", master, "--deploy-mode", "client",
-        "--py-files", str(pyfiles),
-        "--driver-memory", "1g", "--executor-cores", "1", "--executor-memory", "512m",
-        "--conf", f"spark.cores.max={cores_max}",
+        str(SPARK_SUBMIT),
+        "--master",
+        master,
+        "--deploy-mode",
+        "client",
+        "--py-files",
+        str(pyfiles),
+        "--driver-memory",
+        "1g",
+        "--executor-cores",
+        "1",
+        "--executor-memory",
+        "512m",
+        "--conf",
+        f"spark.cores.max={cores_max}",
     ]
     for key, value in (conf or {}).items():
         cmd += ["--conf", f"{key}={value}"]
@@ -505,7 +601,7 @@ class Submission:
             return self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             stop_process(self.proc)
-            raise ClusterError(f"spark-submit did not finish in {timeout}s\n{tail(self.log, 80)}")
+            raise ClusterError(f"spark-submit did not finish in {timeout}s\n{tail(self.log, 80)}") from None
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
@@ -513,8 +609,9 @@ class Submission:
 
 def start_submit(cmd: Sequence[str], cwd: Path, env: Dict[str, str], log: Path) -> Submission:
     with open(log, "wb") as fh:
-        proc = subprocess.Popen(list(cmd), cwd=cwd, env=env, stdout=fh, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            list(cmd), cwd=cwd, env=env, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
     return Submission(proc, log, time.monotonic())
 
 
@@ -522,8 +619,9 @@ def driver_rest(ui_port: int, path: str = ""):
     """The running application's monitoring REST API (the driver's UI, on a port we chose)."""
     apps = get_json(f"http://{LOCALHOST}:{ui_port}/api/v1/applications", timeout=5)
     app_id = apps[0]["id"]
-    return app_id, (get_json(f"http://{LOCALHOST}:{ui_port}/api/v1/applications/{app_id}/{path}", timeout=5)
-                    if path else None)
+    return app_id, (
+        get_json(f"http://{LOCALHOST}:{ui_port}/api/v1/applications/{app_id}/{path}", timeout=5) if path else None
+    )
 
 
 # ----------------------------------------------------------------------------- faults
@@ -555,8 +653,9 @@ def _active_tasks(port: int, app_id: str, executor_id: str) -> int:
     return sum(e["activeTasks"] for e in executors if e["id"] == executor_id)
 
 
-def kill_when_busy(cluster: "StandaloneCluster", sub: "Submission", target: str, min_completed: int = 3,
-                   timeout: float = JOB_TIMEOUT) -> Victim:
+def kill_when_busy(
+    cluster: StandaloneCluster, sub: Submission, target: str, min_completed: int = 3, timeout: float = JOB_TIMEOUT
+) -> Victim:
     """SIGKILL an executor (``target="executor"``) or the worker hosting it (``"worker"``) while
     that executor is running one of the job's tasks, once ``min_completed`` tasks have finished.
 
@@ -638,7 +737,8 @@ def task_lost_with_executor(log: str, executor_id: str) -> bool:
     spark.task.maxFailures) or not (UNRELATED_EXECUTOR_LOSS, not counted); which one depends on
     how the driver learns of the loss first."""
     return UNRELATED_EXECUTOR_LOSS in log or any(
-        "Lost task" in line and re.search(rf"executor {executor_id}\b", line) for line in log.splitlines())
+        "Lost task" in line and re.search(rf"executor {executor_id}\b", line) for line in log.splitlines()
+    )
 
 
 # ----------------------------------------------------------------------------- Spark Connect
@@ -687,30 +787,45 @@ class ConnectServer:
     def command(self) -> List[str]:
         cmd = [
             str(SPARK_HOME / "sbin" / "start-connect-server.sh"),
-            "--master", self.master,
-            "--conf", f"spark.connect.grpc.binding.address={LOCALHOST}",
-            "--conf", f"spark.connect.grpc.binding.port={self.port}",
-            "--conf", f"spark.driver.host={LOCALHOST}", "--conf", f"spark.driver.bindAddress={LOCALHOST}",
-            "--conf", "spark.ui.enabled=false",
-            "--conf", f"spark.sql.warehouse.dir={self.base / 'warehouse'}",
-            "--driver-java-options", f"-Dderby.system.home={self.base}",
+            "--master",
+            self.master,
+            "--conf",
+            f"spark.connect.grpc.binding.address={LOCALHOST}",
+            "--conf",
+            f"spark.connect.grpc.binding.port={self.port}",
+            "--conf",
+            f"spark.driver.host={LOCALHOST}",
+            "--conf",
+            f"spark.driver.bindAddress={LOCALHOST}",
+            "--conf",
+            "spark.ui.enabled=false",
+            "--conf",
+            f"spark.sql.warehouse.dir={self.base / 'warehouse'}",
+            "--driver-java-options",
+            f"-Dderby.system.home={self.base}",
         ]
         for key, value in self.conf.items():
             cmd += ["--conf", f"{key}={value}"]
         return cmd
 
-    def begin(self) -> "ConnectServer":
+    def begin(self) -> ConnectServer:
         """Launch the start script and return at once (the JVM boots in the background)."""
         import secrets
 
         self.token = self.token or secrets.token_hex(16)
         write_conf_dir(self.base / "conf", {"spark.port.maxRetries": "0"})
         self.port = free_port()
-        self._script = subprocess.Popen(self.command(), env=self.env(), cwd=self.base, stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self._script = subprocess.Popen(
+            self.command(),
+            env=self.env(),
+            cwd=self.base,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         return self
 
-    def wait_ready(self) -> "ConnectServer":
+    def wait_ready(self) -> ConnectServer:
         """Block until the server listens (relaunching on new ports, twice at most, if it died)."""
         if self._ready:
             return self
@@ -719,8 +834,9 @@ class ConnectServer:
                 self.begin()
             try:
                 self._script.wait(120)
-                wait_for("the Spark Connect server's port", self._listening, START_TIMEOUT, interval=0.5,
-                         logs=[self.log()])
+                wait_for(
+                    "the Spark Connect server's port", self._listening, START_TIMEOUT, interval=0.5, logs=[self.log()]
+                )
                 self._ready = True
                 return self
             except (ClusterError, subprocess.TimeoutExpired):
@@ -740,16 +856,24 @@ class ConnectServer:
         if self._script is not None and self._script.poll() is None:
             self._script.wait(120)
         pid = self.pid()
-        subprocess.run([str(SPARK_HOME / "sbin" / "stop-connect-server.sh")], env=self.env(), cwd=self.base,
-                       timeout=120, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            [str(SPARK_HOME / "sbin" / "stop-connect-server.sh")],
+            env=self.env(),
+            cwd=self.base,
+            timeout=120,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         # The script sent SIGTERM; wait, then SIGKILL - if the pid is still our server's.
-        if pid is not None and "SparkConnectServer" in (command_line(pid) or "") \
-                and str(self.base) in (command_line(pid) or ""):
+        if (
+            pid is not None
+            and "SparkConnectServer" in (command_line(pid) or "")
+            and str(self.base) in (command_line(pid) or "")
+        ):
             stop_pid(pid)
 
 
-def run_connect_job(url: str, job_args: Sequence[str], log: Path, check: bool = True,
-                    probe_only: bool = False) -> dict:
+def run_connect_job(url: str, job_args: Sequence[str], log: Path, check: bool = True, probe_only: bool = False) -> dict:
     """``python -m tests.cluster connect-job ...``: ``ndcg_spark.job.main`` on a Connect session
     in a fresh client process (no JVM in it). Returns the JSON it prints last."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_SUBMIT"))}
@@ -780,8 +904,12 @@ def _connect_job_main(argv: List[str]) -> int:
 
         config, _ = parse_config(argv)
         manifest = main(spark, config)
-        print(json.dumps({"ok": True, "remote": remote, "spark_version": manifest["spark_version"],
-                          "manifest": manifest}, default=str))
+        print(
+            json.dumps(
+                {"ok": True, "remote": remote, "spark_version": manifest["spark_version"], "manifest": manifest},
+                default=str,
+            )
+        )
         return 0
     except Exception as exc:  # noqa: BLE001 - reported to the test as JSON
         print(json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}"}))
@@ -852,16 +980,20 @@ def make_tables(users: int = 3000, seed: int = 5):
             rel_users.append(np.full(len(j), u))
             rel_items.append(j)
             rel_values.append(rng.integers(0, 5, size=len(j)).astype(float))
-    recs = pa.table({
-        "user_id": np.concatenate(rec_users).astype(np.int64),
-        "item_id": np.concatenate(rec_items).astype(np.int64),
-        "score": np.concatenate(rec_scores),
-    })
-    rel = pa.table({
-        "user_id": np.concatenate(rel_users).astype(np.int64),
-        "item_id": np.concatenate(rel_items).astype(np.int64),
-        "relevance": np.concatenate(rel_values),
-    })
+    recs = pa.table(
+        {
+            "user_id": np.concatenate(rec_users).astype(np.int64),
+            "item_id": np.concatenate(rec_items).astype(np.int64),
+            "score": np.concatenate(rec_scores),
+        }
+    )
+    rel = pa.table(
+        {
+            "user_id": np.concatenate(rel_users).astype(np.int64),
+            "item_id": np.concatenate(rel_items).astype(np.int64),
+            "relevance": np.concatenate(rel_values),
+        }
+    )
     return recs.take(rng.permutation(recs.num_rows)), rel.take(rng.permutation(rel.num_rows))
 
 
@@ -877,11 +1009,13 @@ def write_inputs(base: Path, tables, files: int = 6, row_group_size: Optional[in
         out.mkdir(parents=True, exist_ok=True)
         bounds = np.linspace(0, table.num_rows, files + 1).astype(int)
         for i in range(files):
-            pq.write_table(table.slice(bounds[i], bounds[i + 1] - bounds[i]), out / f"part-{i:05d}.parquet",
-                           row_group_size=row_group_size)
+            pq.write_table(
+                table.slice(bounds[i], bounds[i + 1] - bounds[i]),
+                out / f"part-{i:05d}.parquet",
+                row_group_size=row_group_size,
+            )
         paths.append(out)
     return paths[0], paths[1]
-
 
 
 if __name__ == "__main__":

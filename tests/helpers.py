@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import math
-
-import numpy as np
 from typing import Dict, Iterable, List, Optional, Sequence
 
+import numpy as np
 from pyspark.sql import DataFrame, SparkSession
 
 RECS_SCHEMA = "user_id int, item_id string, score double"

@@ -26,8 +26,18 @@ def run_script(script: Path, *args: str) -> subprocess.CompletedProcess:
 def test_benchmark_script_runs_and_prints_ratios(tmp_path):
     out_json = tmp_path / "bench.json"
     proc = run_script(
-        BENCH, "--users", "200", "--list-length", "10", "--relevant", "5", *TINY,
-        "--data-dir", str(tmp_path / "data"), "--json", str(out_json),
+        BENCH,
+        "--users",
+        "200",
+        "--list-length",
+        "10",
+        "--relevant",
+        "5",
+        *TINY,
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--json",
+        str(out_json),
     )
 
     ratio_lines = [line for line in proc.stdout.splitlines() if line.startswith("ratio ")]
@@ -54,13 +64,28 @@ def test_benchmark_script_runs_and_prints_ratios(tmp_path):
 def test_timeline_script_splits_each_run_into_phases_within_the_run(tmp_path):
     out_json = tmp_path / "timeline.json"
     proc = run_script(
-        TIMELINE, "--variants", "b,d", "--users", "100", "--list-length", "8", "--relevant", "4", *TINY,
-        "--data-dir", str(tmp_path / "data"), "--json", str(out_json),
+        TIMELINE,
+        "--variants",
+        "b,d",
+        "--users",
+        "100",
+        "--list-length",
+        "8",
+        "--relevant",
+        "4",
+        *TINY,
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--json",
+        str(out_json),
     )
 
     header = next(line for line in proc.stdout.splitlines() if line.split()[:1] == ["read"])
     assert header.split() == ["read", "build", "plan", "data", "tail", "total"]
-    assert {line.split()[0] for line in proc.stdout.splitlines() if line[:5].strip() in ("b", "d", "b - d")} >= {"b", "d"}
+    assert {line.split()[0] for line in proc.stdout.splitlines() if line[:5].strip() in ("b", "d", "b - d")} >= {
+        "b",
+        "d",
+    }
     report = json.loads(out_json.read_text())
     assert set(report["runs"]) == {"b", "d"}
     for runs in report["runs"].values():

@@ -63,7 +63,7 @@ class Stack:
     rel_one_file: Path
     cluster: C.StandaloneCluster
     connect: C.ConnectServer
-    local_runs: Dict[str, "LocalRun"] = field(default_factory=dict)
+    local_runs: Dict[str, LocalRun] = field(default_factory=dict)
     clean: Optional[tuple] = None  # (Submission, output dir) of the clean cluster run
 
     def job_args(self, output: Path) -> List[str]:
@@ -76,8 +76,9 @@ class Stack:
         work.mkdir(parents=True)
         shutil.copy(C.ROOT / "jobs" / "evaluate_ndcg.py", work / "evaluate_ndcg.py")
         out = work / "out"
-        cmd = C.submit_command(self.cluster.url, self.pyfiles, work / "evaluate_ndcg.py", self.job_args(out),
-                               conf=CLUSTER_CONF)
+        cmd = C.submit_command(
+            self.cluster.url, self.pyfiles, work / "evaluate_ndcg.py", self.job_args(out), conf=CLUSTER_CONF
+        )
         return C.start_submit(cmd, work, self.submit_env(), work / "driver.log"), out
 
     def submit_env(self) -> Dict[str, str]:
@@ -107,8 +108,14 @@ def start_local_run(stack_base: Path, name: str, master: str, args: List[str], d
     script = Path(sys.executable).parent / "ndcg-spark"
     log = work / "run.log"
     with open(log, "wb") as fh:
-        proc = subprocess.Popen([str(script), "--master", master, *args, "--output", str(out)],
-                                cwd=work, env=env, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [str(script), "--master", master, *args, "--output", str(out)],
+            cwd=work,
+            env=env,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
     return LocalRun(proc, out, log)
 
 
@@ -129,9 +136,13 @@ def stack(tmp_path_factory):
     try:
         connect.begin()
         # Determinism: one core, one input file, one shuffle partition, ndcg-spark as users run it.
-        s.local_runs["local[1]"] = start_local_run(base, "local1", "local[1]", [
-            "--recommendations", str(recs1), "--relevance", str(rel1), *JOB_FLAGS],
-            {"spark.sql.shuffle.partitions": "1", "spark.ui.enabled": "false"})
+        s.local_runs["local[1]"] = start_local_run(
+            base,
+            "local1",
+            "local[1]",
+            ["--recommendations", str(recs1), "--relevance", str(rel1), *JOB_FLAGS],
+            {"spark.sql.shuffle.partitions": "1", "spark.ui.enabled": "false"},
+        )
         cluster.start()
         s.clean = s.submit_job("clean")
         yield s
@@ -201,8 +212,11 @@ def test_pyfiles_zip_is_the_package_without_caches(stack):
     with zipfile.ZipFile(stack.pyfiles) as zf:
         names = set(zf.namelist())
     package = C.ROOT / "ndcg_spark"
-    expected = {f"ndcg_spark/{p.relative_to(package).as_posix()}" for p in package.rglob("*")
-                if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
+    expected = {
+        f"ndcg_spark/{p.relative_to(package).as_posix()}"
+        for p in package.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+    }
     assert names == expected
     assert "ndcg_spark/log4j2.properties" in names and "ndcg_spark/job.py" in names
     # Reproducible: two builds of the same sources give the same bytes.
@@ -215,11 +229,18 @@ def test_package_is_importable_only_through_the_zip(stack, tmp_path):
     really use --py-files), and imports it from the zip once the zip is on its path."""
     env = C.clean_env(stack.python)
     probe = "import ndcg_spark, sys; print(ndcg_spark.__file__)"
-    alone = subprocess.run([str(stack.python), "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True,
-                           timeout=120)
+    alone = subprocess.run(
+        [str(stack.python), "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
     assert alone.returncode != 0 and "No module named 'ndcg_spark'" in alone.stderr, alone.stdout
-    zipped = subprocess.run([str(stack.python), "-c", probe], cwd=tmp_path, capture_output=True, text=True,
-                            env={**env, "PYTHONPATH": str(stack.pyfiles)}, timeout=120)
+    zipped = subprocess.run(
+        [str(stack.python), "-c", probe],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**env, "PYTHONPATH": str(stack.pyfiles)},
+        timeout=120,
+    )
     assert zipped.returncode == 0, zipped.stderr
     assert zipped.stdout.strip() == str(stack.pyfiles / "ndcg_spark" / "__init__.py")
 
@@ -257,8 +278,9 @@ def test_pyfiles_reach_driver_and_executors(stack):
     work = stack.base / "submit" / "probe"
     work.mkdir(parents=True)
     (work / "probe.py").write_text(C.PROBE_SCRIPT)
-    cmd = C.submit_command(stack.cluster.url, stack.pyfiles, work / "probe.py", [], cores_max=1,
-                           conf={"spark.ui.enabled": "false"})
+    cmd = C.submit_command(
+        stack.cluster.url, stack.pyfiles, work / "probe.py", [], cores_max=1, conf={"spark.ui.enabled": "false"}
+    )
     sub = C.start_submit(cmd, work, stack.submit_env(), work / "driver.log")
     assert sub.wait() == 0, C.tail(sub.log, 60)
     report = json.loads([line for line in sub.output().splitlines() if line.startswith('{"driver"')][-1])
@@ -335,8 +357,13 @@ def test_library_and_job_on_spark_connect_match_local(spark, stack, connect_run,
     sockets = C.listening_sockets(stack.connect.pid())
     assert (C.LOCALHOST, stack.connect.port) in sockets and {a for a, _ in sockets} == {C.LOCALHOST}, sockets
     connect = stack.connect
-    bad = C.run_connect_job(connect.url.replace(connect.token, "x" * len(connect.token)), [],
-                            stack.base / "connect-bad.log", check=False, probe_only=True)
+    bad = C.run_connect_job(
+        connect.url.replace(connect.token, "x" * len(connect.token)),
+        [],
+        stack.base / "connect-bad.log",
+        check=False,
+        probe_only=True,
+    )
     assert bad["ok"] is False and "UNAUTHENTICATED" in bad["error"].upper(), bad
 
 
@@ -348,8 +375,14 @@ def test_ndcg_spark_remote_command_line_matches_local(spark, stack, local_out):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_SUBMIT"))}
     env["SPARK_CONNECT_AUTHENTICATE_TOKEN"] = connect.token
     script = Path(sys.executable).parent / "ndcg-spark"
-    proc = subprocess.run([str(script), "--remote", f"sc://localhost:{connect.port}", *stack.job_args(out)],
-                          cwd=stack.base, env=env, capture_output=True, text=True, timeout=C.JOB_TIMEOUT)
+    proc = subprocess.run(
+        [str(script), "--remote", f"sc://localhost:{connect.port}", *stack.job_args(out)],
+        cwd=stack.base,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=C.JOB_TIMEOUT,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert '"status": "ok"' in proc.stdout
     assert_same_results(spark, out, local_out)
@@ -376,12 +409,18 @@ def test_same_figures_on_every_engine_and_partitioning(spark, stack, local_out, 
             raise
         assert code == 0, C.tail(run.log, 60)
         outputs[name] = run.out
-    for name, out in outputs.items():
+    for out in outputs.values():
         assert_same_results(spark, out, local_out)
 
     options = dataclasses.asdict(parse_config(stack.job_args(stack.base / "unused"))[0].options)
-    with spark_conf(spark, {"spark.sql.shuffle.partitions": "13", "spark.sql.files.maxPartitionBytes": "64k",
-                            "spark.sql.adaptive.coalescePartitions.enabled": "false"}):
+    with spark_conf(
+        spark,
+        {
+            "spark.sql.shuffle.partitions": "13",
+            "spark.sql.files.maxPartitionBytes": "64k",
+            "spark.sql.adaptive.coalescePartitions.enabled": "false",
+        },
+    ):
         recs, rel = spark.read.parquet(str(stack.recs)), spark.read.parquet(str(stack.rel))
         assert recs.rdd.getNumPartitions() >= 12, recs.rdd.getNumPartitions()
         result = evaluate(recs, rel, **options)

@@ -49,10 +49,16 @@ def test_compare_matches_separate_evaluations_and_scipy(spark, two_models, cutof
         assert r["mean_ndcg_baseline"] == pytest.approx(np.mean([a[u] for u in users]), abs=1e-12)
         assert r["mean_ndcg_candidate"] == pytest.approx(np.mean([b[u] for u in users]), abs=1e-12)
         assert r["mean_difference"] == pytest.approx(diffs.mean(), abs=1e-12)
-        assert r["p_value"] == pytest.approx(stats.ttest_rel([b[u] for u in users], [a[u] for u in users]).pvalue, abs=1e-9)
+        assert r["p_value"] == pytest.approx(
+            stats.ttest_rel([b[u] for u in users], [a[u] for u in users]).pvalue, abs=1e-9
+        )
         low, high = stats.t.interval(0.95, len(diffs) - 1, loc=diffs.mean(), scale=stats.sem(diffs))
         assert (r["difference_ci_low"], r["difference_ci_high"]) == pytest.approx((low, high), abs=1e-9)
-        assert (r["wins"], r["ties"], r["losses"]) == (int((diffs > 0).sum()), int((diffs == 0).sum()), int((diffs < 0).sum()))
+        assert (r["wins"], r["ties"], r["losses"]) == (
+            int((diffs > 0).sum()),
+            int((diffs == 0).sum()),
+            int((diffs < 0).sum()),
+        )
         assert r["users_only_in_baseline"] == 0  # user 7 is paired through its relevance rows
 
 
@@ -68,9 +74,25 @@ def test_compare_command_line_with_a_model_column(spark, two_models, tmp_path, c
     both.write.parquet(str(tmp_path / "recs"))
     rel.write.parquet(str(tmp_path / "rel"))
     out = tmp_path / "out"
-    code = run(["compare", "--recommendations", str(tmp_path / "recs"), "--model-col", "model",
-                "--baseline-model", "prod", "--candidate-model", "v2", "--relevance", str(tmp_path / "rel"),
-                "--output", str(out), "--k", "5,10"])
+    code = run(
+        [
+            "compare",
+            "--recommendations",
+            str(tmp_path / "recs"),
+            "--model-col",
+            "model",
+            "--baseline-model",
+            "prod",
+            "--candidate-model",
+            "v2",
+            "--relevance",
+            str(tmp_path / "rel"),
+            "--output",
+            str(out),
+            "--k",
+            "5,10",
+        ]
+    )
     assert code == EXIT_OK
     printed = capsys.readouterr().out
     assert "p_value" in printed and "wins" in printed
@@ -95,16 +117,45 @@ def test_report_renders_in_headless_chromium(spark, two_models, tmp_path):
     rel.write.parquet(str(tmp_path / "rel"))
     attributes.write.parquet(str(tmp_path / "attrs"))
     out = tmp_path / "out"
-    assert run(["--recommendations", str(tmp_path / "recs"), "--relevance", str(tmp_path / "rel"),
-                "--user-attributes", str(tmp_path / "attrs"), "--group-by", "segment",
-                "--output", str(out), "--k", "1,5,10,20"]) == EXIT_OK
+    assert (
+        run(
+            [
+                "--recommendations",
+                str(tmp_path / "recs"),
+                "--relevance",
+                str(tmp_path / "rel"),
+                "--user-attributes",
+                str(tmp_path / "attrs"),
+                "--group-by",
+                "segment",
+                "--output",
+                str(out),
+                "--k",
+                "1,5,10,20",
+            ]
+        )
+        == EXIT_OK
+    )
     page = (out / "report.html").read_text()
     assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "") and "<script" not in page
     dom = subprocess.run(
-        ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         f"--user-data-dir={tmp_path / 'chromium'}", "--dump-dom", (out / "report.html").as_uri()],
-        capture_output=True, text=True, timeout=120,
+        [
+            "chromium",
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={tmp_path / 'chromium'}",
+            "--dump-dom",
+            (out / "report.html").as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     ).stdout
     # The browser parsed the charts: one curve per segment, one histogram per (segment, k).
     assert dom.count('class="segment"') == 2

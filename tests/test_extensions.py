@@ -116,13 +116,18 @@ def test_bootstrap_interval_for_every_cutoff_and_the_whole_list(spark, graded):
 def test_companion_metrics_match_trec_eval(spark):
     recs, rels = random_graded(seed=5, users=30)
     cutoffs = [1, 5, 10, 20]
-    measures = {"P." + ",".join(map(str, cutoffs)), "recall." + ",".join(map(str, cutoffs)),
-                "map_cut." + ",".join(map(str, cutoffs)), "recip_rank"}
+    measures = {
+        "P." + ",".join(map(str, cutoffs)),
+        "recall." + ",".join(map(str, cutoffs)),
+        "map_cut." + ",".join(map(str, cutoffs)),
+        "recip_rank",
+    }
     trec = pytrec_eval.RelevanceEvaluator({str(u): m for u, m in rels.items()}, measures).evaluate(
         {str(u): m for u, m in recs.items()}
     )
-    result = evaluate(*frames(spark, recs, rels), k=[*cutoffs, None], companion_metrics=True,
-                      tie_break="item_descending")
+    result = evaluate(
+        *frames(spark, recs, rels), k=[*cutoffs, None], companion_metrics=True, tie_break="item_descending"
+    )
     rows = []
     for u in recs:
         for k in cutoffs:
@@ -130,8 +135,9 @@ def test_companion_metrics_match_trec_eval(spark):
             rows.append((u, k, t[f"P_{k}"], t[f"recall_{k}"], t[f"map_cut_{k}"]))
     expected = spark.createDataFrame(rows, "user_id int, k int, precision double, recall double, ap double")
     got = result.per_user.filter("k is not null").select("user_id", "k", "precision", "recall", "ap")
-    assert_approx_df_equality(got.orderBy("user_id", "k"), expected.orderBy("user_id", "k"), precision=1e-9,
-                              ignore_nullable=True)
+    assert_approx_df_equality(
+        got.orderBy("user_id", "k"), expected.orderBy("user_id", "k"), precision=1e-9, ignore_nullable=True
+    )
     rr = {r.user_id: r.rr for r in result.per_user.filter("k is null").collect()}
     for u in recs:
         assert rr[u] == pytest.approx(trec[str(u)]["recip_rank"], abs=1e-9)
@@ -151,16 +157,22 @@ def test_companion_metrics_match_ranking_evaluator_on_binary_data(spark):
         rows.append((ranked, labels))
     df = spark.createDataFrame(rows, "prediction array<double>, label array<double>")
     for metric, k, ours_value in [
-        ("precisionAtK", 5, ours[5].mean_precision), ("recallAtK", 10, ours[10].mean_recall),
-        ("ndcgAtK", 10, ours[10].mean_ndcg), ("meanAveragePrecision", 10, ours[None].mean_ap),
+        ("precisionAtK", 5, ours[5].mean_precision),
+        ("recallAtK", 10, ours[10].mean_recall),
+        ("ndcgAtK", 10, ours[10].mean_ndcg),
+        ("meanAveragePrecision", 10, ours[None].mean_ap),
     ]:
         spark_value = RankingEvaluator(metricName=metric, k=k).evaluate(df)
         assert ours_value == pytest.approx(spark_value, abs=1e-9), metric
 
 
 def test_relevance_threshold(spark):
-    recs = spark.createDataFrame([(1, "a", 3.0), (1, "b", 2.0), (1, "c", 1.0)], "user_id int, item_id string, score double")
-    rel = spark.createDataFrame([(1, "a", 1.0), (1, "b", 4.0), (1, "c", 5.0)], "user_id int, item_id string, relevance double")
+    recs = spark.createDataFrame(
+        [(1, "a", 3.0), (1, "b", 2.0), (1, "c", 1.0)], "user_id int, item_id string, score double"
+    )
+    rel = spark.createDataFrame(
+        [(1, "a", 1.0), (1, "b", 4.0), (1, "c", 5.0)], "user_id int, item_id string, relevance double"
+    )
     row = evaluate(recs, rel, k=[1, 3], companion_metrics=True, relevance_threshold=4).per_user.orderBy("k").collect()
     assert (row[0].precision, row[0].rr, row[0].hit) == (0.0, 0.0, 0.0)
     assert (row[1].precision, row[1].recall, row[1].rr) == pytest.approx((2 / 3, 1.0, 0.5))
@@ -184,8 +196,9 @@ def test_tie_averaging_matches_scikit_learn(spark, k):
 
 
 def test_tie_averaging_changes_only_tied_lists(spark):
-    recs = spark.createDataFrame([(1, "a", 1.0), (1, "b", 1.0), (2, "a", 2.0), (2, "b", 1.0)],
-                                 "user_id int, item_id string, score double")
+    recs = spark.createDataFrame(
+        [(1, "a", 1.0), (1, "b", 1.0), (2, "a", 2.0), (2, "b", 1.0)], "user_id int, item_id string, score double"
+    )
     rel = spark.createDataFrame([(1, "b", 1.0), (2, "b", 1.0)], "user_id int, item_id string, relevance double")
     rows = {r.user_id: r.dcg for r in evaluate(recs, rel, k=[2], ties="average").per_user.collect()}
     assert rows[1] == pytest.approx((1.0 + 1 / np.log2(3)) / 2)  # b's gain spread over both tied slots
@@ -194,14 +207,18 @@ def test_tie_averaging_changes_only_tied_lists(spark):
 
 def test_tie_averaging_counts_repeats_among_the_first_k_only(spark):
     # k = 2 cuts the tie of b and c (0.5): c's two rows are kept past k for the mean gain only.
-    recs = spark.createDataFrame([(1, "a", 0.9), (1, "b", 0.5), (1, "c", 0.5), (1, "c", 0.5), (2, "a", 0.1)],
-                                 "user_id int, item_id string, score double")
+    recs = spark.createDataFrame(
+        [(1, "a", 0.9), (1, "b", 0.5), (1, "c", 0.5), (1, "c", 0.5), (2, "a", 0.1)],
+        "user_id int, item_id string, score double",
+    )
     rel = spark.createDataFrame([(1, "c", 1.0), (2, "a", 1.0)], "user_id int, item_id string, relevance double")
     counts = "users", "duplicate_recommendations"
     for ties in ("item", "average"):
         result = evaluate(recs, rel, k=[2], ties=ties)
         assert tuple(result.summary.select(*counts).first()) == (2, 0), ties
-        assert result.accounting.select("recommendations_beyond_k", "recommendations_used", "recommendations_repeated").first() == (2, 3, 0), ties
+        assert result.accounting.select(
+            "recommendations_beyond_k", "recommendations_used", "recommendations_repeated"
+        ).first() == (2, 3, 0), ties
     # The tied group b, c, c fills slots 2-4 with its mean gain (0 + 1 + 0) / 3 (the repeat gains nothing); slot 2 is within k.
     dcg = {r.user_id: r.dcg for r in evaluate(recs, rel, k=[2], ties="average").per_user.collect()}
     assert dcg[1] == pytest.approx((0.0 + 1.0 + 0.0) / 3 / np.log2(3))
@@ -210,8 +227,13 @@ def test_tie_averaging_counts_repeats_among_the_first_k_only(spark):
 def test_tie_averaged_gains_are_the_mean_of_each_run_of_equal_keys(spark):
     """The run averages against plain Python, on lists in position order (keys ascending)."""
     rng = np.random.default_rng(11)
-    rows = [(0, None, None), (1, [], []), (2, [-0.0, 0.0], [1.0, 0.0]), (3, [5.0] * 40, [float(g) for g in range(40)]),
-            (4, [1.0, 1.0] + [float(x) for x in range(2, 3000)], [0.5] * 1000 + [1.0] * 2000)]
+    rows = [
+        (0, None, None),
+        (1, [], []),
+        (2, [-0.0, 0.0], [1.0, 0.0]),
+        (3, [5.0] * 40, [float(g) for g in range(40)]),
+        (4, [1.0, 1.0] + [float(x) for x in range(2, 3000)], [0.5] * 1000 + [1.0] * 2000),
+    ]
     for u in range(5, 200):
         n = int(rng.integers(1, 30))
         keys = sorted(float(x) for x in rng.choice([-2.0, -1.0, -0.5, 0.0, 0.25, 3.0], size=n))
@@ -241,8 +263,13 @@ def test_first_occurrences_flag_each_item_once_in_position_order(spark):
     from ndcg_spark._sql import first_occurrence_only, first_occurrences, occurrence_order
 
     rng = np.random.default_rng(5)
-    rows = [(0, None), (1, ["a", "b"]), (2, ["a", "a"]), (3, ["b", "a", "b", "c", "a", "a"]),
-            (4, [f"i{int(x)}" for x in rng.integers(0, 3000, size=5000)])]
+    rows = [
+        (0, None),
+        (1, ["a", "b"]),
+        (2, ["a", "a"]),
+        (3, ["b", "a", "b", "c", "a", "a"]),
+        (4, [f"i{int(x)}" for x in rng.integers(0, 3000, size=5000)]),
+    ]
     rows += [(u, [f"i{int(x)}" for x in rng.integers(0, 6, size=int(rng.integers(2, 12)))]) for u in range(5, 80)]
 
     def firsts(items):
@@ -254,15 +281,20 @@ def test_first_occurrences_flag_each_item_once_in_position_order(spark):
             seen.add(x)
         return out
 
-    df = spark.createDataFrame([(u, x, None if x is None else [float(i + 1) for i in range(len(x))]) for u, x in rows],
-                               "u int, x array<string>, v array<double>")
+    df = spark.createDataFrame(
+        [(u, x, None if x is None else [float(i + 1) for i in range(len(x))]) for u, x in rows],
+        "u int, x array<string>, v array<double>",
+    )
     got = (
         df.selectExpr("u", "v", f"{occurrence_order('x')} AS p")
         .selectExpr("u", "v", f"{first_occurrences('p')} AS f")
         .selectExpr("u", "f", f"{first_occurrence_only('v', 'f')} AS v")
     )
     expected = spark.createDataFrame(
-        [(u, firsts(x), None if x is None else [float(i + 1) if f else 0.0 for i, f in enumerate(firsts(x))]) for u, x in rows],
+        [
+            (u, firsts(x), None if x is None else [float(i + 1) if f else 0.0 for i, f in enumerate(firsts(x))])
+            for u, x in rows
+        ],
         "u int, f array<boolean>, v array<double>",
     )
     assert sum(1 for _, x in rows if x and len(set(x)) < len(x)) > 50
@@ -277,8 +309,9 @@ def test_als_recommend_for_all_users_as_input(spark, data_dir):
 
     ratings = spark.read.csv(str(data_dir / "movielens_subset.csv"), header=True, inferSchema=True)
     train, test = ratings.randomSplit([0.8, 0.2], seed=1)
-    model = ALS(userCol="userId", itemCol="movieId", ratingCol="rating", rank=4, maxIter=3, seed=3,
-                coldStartStrategy="drop").fit(train)
+    model = ALS(
+        userCol="userId", itemCol="movieId", ratingCol="rating", rank=4, maxIter=3, seed=3, coldStartStrategy="drop"
+    ).fit(train)
     als_output = model.recommendForAllUsers(10)  # userId, recommendations: array<struct<movieId, rating>>
     relevance = test.select("userId", "movieId", F.col("rating").alias("relevance"))
     options = dict(k=[5, 10], user_col="userId", item_col="movieId")

@@ -47,8 +47,20 @@ def suite_inputs(spark, tmp_path_factory):
 def test_job_reproduces_ranking_metrics_suite(spark, suite_inputs, tmp_path, capsys):
     recs_path, rel_path, recs, rel = suite_inputs
     out = tmp_path / "out"
-    code = run(["--recommendations", recs_path, "--relevance", rel_path, "--output", str(out),
-                "--k", "3,5,10", "--gain", "exponential"])
+    code = run(
+        [
+            "--recommendations",
+            recs_path,
+            "--relevance",
+            rel_path,
+            "--output",
+            str(out),
+            "--k",
+            "3,5,10",
+            "--gain",
+            "exponential",
+        ]
+    )
     assert code == EXIT_OK
     metrics = {m["k"]: m for m in _manifest(out)["metrics"]}
     assert metrics[3]["mean_ndcg"] == pytest.approx(0.511959, abs=1e-5)
@@ -76,8 +88,20 @@ def test_job_reproduces_trec_eval(spark, data_dir, tmp_path):
     recs_path = _write(results.select("user_id", "item_id", "score"), tmp_path / "run")
     rel_path = _write(qrels.select("user_id", "item_id", "relevance"), tmp_path / "qrels")
     out = tmp_path / "out"
-    code = run(["--recommendations", recs_path, "--relevance", rel_path, "--output", str(out),
-                "--k", "5,10,15,20,30,100,200,500,1000", "--tie-break", "item_descending"])
+    code = run(
+        [
+            "--recommendations",
+            recs_path,
+            "--relevance",
+            rel_path,
+            "--output",
+            str(out),
+            "--k",
+            "5,10,15,20,30,100,200,500,1000",
+            "--tie-break",
+            "item_descending",
+        ]
+    )
     assert code == EXIT_OK
     means = {m["k"]: m["mean_ndcg"] for m in _manifest(out)["metrics"]}
     expected = _trec_expected(data_dir / "trec_eval" / "out.test.a", per_topic=False)
@@ -129,7 +153,11 @@ def test_config_paths_written_relative_are_relative_to_the_file(tmp_path):
         (["--gain", "cubic"], EXIT_CONFIG, "gain = 'cubic' is not one of linear, exponential"),
         (["--format", "xls"], EXIT_CONFIG, "format = 'xls' is not one of"),
         (["--zero-idcg", "nan"], EXIT_CONFIG, "zero_idcg = 'nan' is not one of zero, exclude"),
-        (["--partition", "model=v:2"], EXIT_CONFIG, "partition = 'model=v:2' holds characters not allowed in a partition: :"),
+        (
+            ["--partition", "model=v:2"],
+            EXIT_CONFIG,
+            "partition = 'model=v:2' holds characters not allowed in a partition: :",
+        ),
         (["--partition", ".run=1"], EXIT_CONFIG, "a partition column may not start with '.' or '_'"),
         (["--partition", "k=run7"], EXIT_CONFIG, "partition column 'k' is also a column of the output"),
         (["--partition", "mean_ndcg=x"], EXIT_CONFIG, "partition column 'mean_ndcg' is also a column of the output"),
@@ -162,8 +190,9 @@ def test_unknown_config_key_suggests_the_nearest(tmp_path, capsys):
 
 def test_missing_input_exits_3(tmp_path, capsys):
     out = tmp_path / "out"
-    code = run(["--recommendations", str(tmp_path / "nope"), "--relevance", str(tmp_path / "nope2"),
-                "--output", str(out)])
+    code = run(
+        ["--recommendations", str(tmp_path / "nope"), "--relevance", str(tmp_path / "nope2"), "--output", str(out)]
+    )
     assert code == EXIT_INPUT
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "cannot read recommendations" in err[0] and "does not exist" in err[0]
@@ -175,7 +204,10 @@ def test_readme_sample_command_end_to_end(tmp_path):
     out = tmp_path / "sample"
     proc = subprocess.run(
         [sys.executable, "-m", "ndcg_spark", "--config", str(ROOT / "conf" / "sample.toml"), "--output", str(out)],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert proc.returncode == 0, proc.stderr
@@ -192,9 +224,25 @@ def test_bad_input_in_a_fresh_process_is_one_line_on_stderr(tmp_path):
     (tmp_path / "recs.csv").write_text("user_id,item_id,score\n1,a,0.9\n1,b,\n")
     (tmp_path / "rel.csv").write_text("user_id,item_id,relevance\n1,a,1\n")
     proc = subprocess.run(
-        [sys.executable, "-m", "ndcg_spark", "--recommendations", str(tmp_path / "recs.csv"),
-         "--relevance", str(tmp_path / "rel.csv"), "--format", "csv", "--output", str(tmp_path / "out"), "--k", "2"],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        [
+            sys.executable,
+            "-m",
+            "ndcg_spark",
+            "--recommendations",
+            str(tmp_path / "recs.csv"),
+            "--relevance",
+            str(tmp_path / "rel.csv"),
+            "--format",
+            "csv",
+            "--output",
+            str(tmp_path / "out"),
+            "--k",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert proc.returncode == EXIT_INPUT
@@ -234,16 +282,44 @@ def test_job_reproduces_the_seed_examples(tmp_path):
         "user_id,item_id,relevance\n" + "".join(f"{u},{i},{v}\n" for u in lists for i, v in truth.items())
     )
     out = tmp_path / "out"
-    assert run(["--recommendations", str(tmp_path / "recs.csv"), "--relevance", str(tmp_path / "rel.csv"),
-                "--format", "csv", "--output", str(out)]) == EXIT_OK
+    assert (
+        run(
+            [
+                "--recommendations",
+                str(tmp_path / "recs.csv"),
+                "--relevance",
+                str(tmp_path / "rel.csv"),
+                "--format",
+                "csv",
+                "--output",
+                str(out),
+            ]
+        )
+        == EXIT_OK
+    )
     metrics = _manifest(out)["metrics"]
     assert [m["k"] for m in metrics] == [None]
     assert metrics[0]["mean_ndcg"] == pytest.approx(0.7356022113638424, abs=1e-15)
     (tmp_path / "recs2.csv").write_text("user_id,item_id,score\n1,A,5\n1,B,4\n1,C,3\n1,D,2\n1,E,1\n")
     (tmp_path / "rel2.csv").write_text("user_id,item_id,relevance\n1,A,3\n1,B,2\n1,C,5\n1,D,0\n1,E,1\n")
     out2 = tmp_path / "out2"
-    assert run(["--recommendations", str(tmp_path / "recs2.csv"), "--relevance", str(tmp_path / "rel2.csv"),
-                "--format", "csv", "--output", str(out2), "--k", "5"]) == EXIT_OK
+    assert (
+        run(
+            [
+                "--recommendations",
+                str(tmp_path / "recs2.csv"),
+                "--relevance",
+                str(tmp_path / "rel2.csv"),
+                "--format",
+                "csv",
+                "--output",
+                str(out2),
+                "--k",
+                "5",
+            ]
+        )
+        == EXIT_OK
+    )
     row = _manifest(out2)["metrics"][0]
     assert row["mean_dcg"] == pytest.approx(7.149, abs=1e-3) and row["mean_ndcg"] == pytest.approx(0.859, abs=1e-3)
 
@@ -270,8 +346,9 @@ def test_run_date_reruns_replace_only_their_partition(spark, suite_inputs, tmp_p
     assert run(["--recommendations", str(worse), "--run-date", "2026-11-21", *base]) == EXIT_OK
     assert per_user("2026-11-20").orderBy("user_id", "k").collect() == before_20
     library = evaluate(spark.read.parquet(str(worse)), rel, k=[3, 10]).per_user
-    assert_df_equality(per_user("2026-11-21").orderBy("user_id", "k"), library.orderBy("user_id", "k"),
-                       ignore_nullable=True)
+    assert_df_equality(
+        per_user("2026-11-21").orderBy("user_id", "k"), library.orderBy("user_id", "k"), ignore_nullable=True
+    )
     assert spark.read.parquet(str(out / "per_user")).count() == 2 * library.count()
     manifest = json.loads((out / "_manifests" / "run_date=2026-11-21" / "summary.json").read_text())
     assert manifest["partition"] == {"run_date": "2026-11-21"}
@@ -301,13 +378,32 @@ def test_job_reads_the_als_array_layout(spark, tmp_path):
         [(1, [(5, 0.9), (6, 0.5), (5, 0.1)]), (2, [(7, 0.3)]), (3, [])],
         "userId int, recommendations array<struct<movieId: int, rating: float>>",
     )
-    rel = spark.createDataFrame([(1, 6, 4.0), (2, 7, 3.0), (2, 8, 5.0), (4, 9, 1.0)], "userId int, movieId int, rating double")
+    rel = spark.createDataFrame(
+        [(1, 6, 4.0), (2, 7, 3.0), (2, 8, 5.0), (4, 9, 1.0)], "userId int, movieId int, rating double"
+    )
     out = tmp_path / "out"
-    options = dict(recommendations_layout="array", user_col="userId", item_col="movieId", score_col="rating",
-                   relevance_col="rating", k=[3])
+    options = dict(
+        recommendations_layout="array",
+        user_col="userId",
+        item_col="movieId",
+        score_col="rating",
+        relevance_col="rating",
+        k=[3],
+    )
     flags = [f"--{key.replace('_', '-')}={value if key != 'k' else '3'}" for key, value in options.items()]
-    code = run(["--recommendations", _write(recs, tmp_path / "recs"), "--relevance", _write(rel, tmp_path / "rel"),
-                "--output", str(out), "--report", "false", *flags])
+    code = run(
+        [
+            "--recommendations",
+            _write(recs, tmp_path / "recs"),
+            "--relevance",
+            _write(rel, tmp_path / "rel"),
+            "--output",
+            str(out),
+            "--report",
+            "false",
+            *flags,
+        ]
+    )
     assert code == EXIT_OK
     manifest = _manifest(out)
     assert manifest["input_rows"] == {"recommendations": 4, "relevance": 4}

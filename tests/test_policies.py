@@ -6,8 +6,8 @@ import math
 
 import pytest
 from chispa import assert_approx_df_equality, assert_df_equality
-from pyspark.errors import PySparkException
 from py4j.protocol import Py4JJavaError
+from pyspark.errors import PySparkException
 
 from ndcg_spark import ConfigError, evaluate
 from tests.helpers import PER_USER_SCHEMA
@@ -28,20 +28,28 @@ def edge_tables(spark):
     5 a repeated item, 6 a list in score order b, a."""
     recs = spark.createDataFrame(
         [
-            (1, "a", 0.9), (1, "b", 0.8), (1, "c", 0.7),
+            (1, "a", 0.9),
+            (1, "b", 0.8),
+            (1, "c", 0.7),
             (2, "a", 0.5),
             (4, "x", 0.3),
-            (5, "a", 0.9), (5, "a", 0.8), (5, "b", 0.7),
-            (6, "a", 0.05), (6, "b", 0.1),
+            (5, "a", 0.9),
+            (5, "a", 0.8),
+            (5, "b", 0.7),
+            (6, "a", 0.05),
+            (6, "b", 0.1),
         ],
         "user_id int, item_id string, score double",
     )
     rel = spark.createDataFrame(
         [
-            (1, "b", 2.0), (1, "c", 1.0), (1, "z", 0.0),
+            (1, "b", 2.0),
+            (1, "c", 1.0),
+            (1, "z", 0.0),
             (2, "a", 0.0),
             (3, "a", 1.0),
-            (5, "a", 1.0), (5, "b", 1.0),
+            (5, "a", 1.0),
+            (5, "b", 1.0),
             (6, "a", 1.0),
         ],
         "user_id int, item_id string, relevance double",
@@ -92,7 +100,10 @@ def test_duplicate_relevance_is_an_error_by_default(spark, edge_tables):
     duplicated = rel.union(spark.createDataFrame([(1, "b", 3.0)], rel.schema))
     with pytest.raises((PySparkException, Py4JJavaError)) as info:
         evaluate(recs, duplicated, k=[2]).summary.collect()
-    assert "relevance key (user_id, item_id) appears more than once (set duplicate_relevance = \"max\" to keep the largest), e.g. user_id=1" in str(info.value)
+    assert (
+        'relevance key (user_id, item_id) appears more than once (set duplicate_relevance = "max" to keep the largest), e.g. user_id=1'
+        in str(info.value)
+    )
 
 
 ACTIONS = ["per_user.count", "per_user.collect", "summary.collect", "accounting.collect"]
@@ -114,7 +125,10 @@ def test_the_repeat_check_runs_whatever_the_action_reads(spark, edge_tables, act
     result = evaluate(recs, duplicated, k=[2], **{policy: "exclude"})
     with pytest.raises((PySparkException, Py4JJavaError)) as info:
         _act(result, action)
-    assert "relevance key (user_id, item_id) appears more than once (set duplicate_relevance = \"max\" to keep the largest), e.g. user_id=9" in str(info.value)
+    assert (
+        'relevance key (user_id, item_id) appears more than once (set duplicate_relevance = "max" to keep the largest), e.g. user_id=9'
+        in str(info.value)
+    )
 
 
 @pytest.mark.parametrize("action", ACTIONS)
@@ -134,7 +148,10 @@ def test_a_repeated_judgement_with_grade_zero_is_an_error_too(spark, edge_tables
     duplicated = rel.union(spark.createDataFrame([(9, "z", 0.0), (9, "z", 0.0)], rel.schema))
     with pytest.raises((PySparkException, Py4JJavaError)) as info:
         evaluate(recs, duplicated, k=[2]).summary.collect()
-    assert "relevance key (user_id, item_id) appears more than once (set duplicate_relevance = \"max\" to keep the largest), e.g. user_id=9" in str(info.value)
+    assert (
+        'relevance key (user_id, item_id) appears more than once (set duplicate_relevance = "max" to keep the largest), e.g. user_id=9'
+        in str(info.value)
+    )
 
 
 def test_duplicate_relevance_max_keeps_largest(spark, edge_tables):

@@ -6,8 +6,7 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
-from ndcg_spark import evaluate
-from ndcg_spark import _inputs, _judged, _ranking, _scoring
+from ndcg_spark import _inputs, _judged, _ranking, _scoring, evaluate
 from ndcg_spark.options import EvaluationOptions
 from tests.helpers import frames, random_graded, reference_ndcg
 
@@ -36,9 +35,7 @@ def test_ndcg_between_zero_and_one_and_equals_reference(spark, random_tables, ga
 def test_ideal_list_scores_one(spark, random_tables):
     _, rels, (_, rel_df) = random_tables
     ideal = [
-        (u, item, float(-pos))
-        for u, m in rels.items()
-        for pos, item in enumerate(sorted(m, key=lambda i: (-m[i], i)))
+        (u, item, float(-pos)) for u, m in rels.items() for pos, item in enumerate(sorted(m, key=lambda i: (-m[i], i)))
     ]
     rec_df = spark.createDataFrame(ideal, "user_id int, item_id string, score double")
     for row in evaluate(rec_df, rel_df, k=CUTOFFS, gain="exponential").per_user.collect():

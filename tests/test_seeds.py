@@ -91,9 +91,9 @@ def test_seed_001_playlist_ndcg_at_100(spark):
     def seed_001_ndcg(one_gt, one_rec):
         dcg = 0.0
         if len(one_gt) >= 100:
-            idcg = sum((1.0 / np.log(i + 1) for i in range(1, 101)))
+            idcg = sum(1.0 / np.log(i + 1) for i in range(1, 101))
         else:
-            idcg = sum((1.0 / np.log(i + 1) for i in range(1, len(one_gt) + 1)))
+            idcg = sum(1.0 / np.log(i + 1) for i in range(1, len(one_gt) + 1))
         for i, r in enumerate(one_rec):
             if r in one_gt:
                 dcg += 1.0 / np.log(i + 2)

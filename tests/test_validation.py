@@ -38,25 +38,54 @@ def _run_cli(spark, tmp_path, recs, rel, *flags):
 
 # Each case: recommendations rows + schema, relevance rows + schema, options, words of the message.
 ROW_CASES = {
-    "null user": dict(recs=GOOD_RECS + [(None, "z", 0.5)], words="recommendations column 'user_id' is null in 1 row, e.g. user_id=null/item_id=z"),
-    "null item": dict(rel=GOOD_REL + [(2, None, 1.0)], words="relevance column 'item_id' is null in 1 row, e.g. user_id=2/item_id=null"),
-    "null score": dict(recs=GOOD_RECS + [(3, "q", None), (4, "q", None)], words="recommendations column 'score' is null in 2 rows, e.g. user_id=3/item_id=q, user_id=4/item_id=q"),
+    "null user": dict(
+        recs=GOOD_RECS + [(None, "z", 0.5)],
+        words="recommendations column 'user_id' is null in 1 row, e.g. user_id=null/item_id=z",
+    ),
+    "null item": dict(
+        rel=GOOD_REL + [(2, None, 1.0)],
+        words="relevance column 'item_id' is null in 1 row, e.g. user_id=2/item_id=null",
+    ),
+    "null score": dict(
+        recs=GOOD_RECS + [(3, "q", None), (4, "q", None)],
+        words="recommendations column 'score' is null in 2 rows, e.g. user_id=3/item_id=q, user_id=4/item_id=q",
+    ),
     "null relevance": dict(rel=GOOD_REL + [(2, "d", None)], words="relevance column 'relevance' is null in 1 row"),
-    "NaN score": dict(recs=GOOD_RECS + [(3, "q", float("nan"))], words="recommendations column 'score' is NaN or infinite in 1 row, e.g. user_id=3/item_id=q"),
-    "infinite relevance": dict(rel=GOOD_REL + [(2, "d", float("inf"))], words="relevance column 'relevance' is NaN or infinite in 1 row"),
-    "negative relevance": dict(rel=GOOD_REL + [(2, "d", -1.0)], words="relevance column 'relevance' is negative (set negative_relevance = \"clip\" to read it as 0) in 1 row"),
-    "exponential overflow": dict(rel=GOOD_REL + [(2, "d", 2000.0)], options={"gain": "exponential"}, words="is 1024 or more, so 2^rel - 1 overflows a double under exponential gain in 1 row"),
-    "duplicate relevance": dict(rel=GOOD_REL + [(1, "a", 1.0)], words="relevance key (user_id, item_id) appears more than once"),
+    "NaN score": dict(
+        recs=GOOD_RECS + [(3, "q", float("nan"))],
+        words="recommendations column 'score' is NaN or infinite in 1 row, e.g. user_id=3/item_id=q",
+    ),
+    "infinite relevance": dict(
+        rel=GOOD_REL + [(2, "d", float("inf"))], words="relevance column 'relevance' is NaN or infinite in 1 row"
+    ),
+    "negative relevance": dict(
+        rel=GOOD_REL + [(2, "d", -1.0)],
+        words="relevance column 'relevance' is negative (set negative_relevance = \"clip\" to read it as 0) in 1 row",
+    ),
+    "exponential overflow": dict(
+        rel=GOOD_REL + [(2, "d", 2000.0)],
+        options={"gain": "exponential"},
+        words="is 1024 or more, so 2^rel - 1 overflows a double under exponential gain in 1 row",
+    ),
+    "duplicate relevance": dict(
+        rel=GOOD_REL + [(1, "a", 1.0)], words="relevance key (user_id, item_id) appears more than once"
+    ),
     "rank not positive": dict(
-        recs=[(1, "a", 1), (1, "b", 0)], recs_schema="user_id int, item_id string, rank int", options={"rank_col": "rank"},
+        recs=[(1, "a", 1), (1, "b", 0)],
+        recs_schema="user_id int, item_id string, rank int",
+        options={"rank_col": "rank"},
         words="recommendations column 'rank' is not a positive integer in 1 row, e.g. user_id=1/item_id=b",
     ),
     "rank not integer": dict(
-        recs=[(1, "a", 1.0), (1, "b", 1.5)], recs_schema="user_id int, item_id string, rank double", options={"rank_col": "rank"},
+        recs=[(1, "a", 1.0), (1, "b", 1.5)],
+        recs_schema="user_id int, item_id string, rank double",
+        options={"rank_col": "rank"},
         words="recommendations column 'rank' is not a positive integer in 1 row",
     ),
     "rank tie": dict(
-        recs=[(1, "a", 1), (1, "b", 1), (2, "a", 1)], recs_schema="user_id int, item_id string, rank int", options={"rank_col": "rank"},
+        recs=[(1, "a", 1), (1, "b", 1), (2, "a", 1)],
+        recs_schema="user_id int, item_id string, rank int",
+        options={"rank_col": "rank"},
         words="recommendations column 'rank' has two items at the same rank for one user",
     ),
 }
@@ -93,9 +122,13 @@ def test_a_rank_tie_across_the_cut_stops_the_run(spark):
     for k in (2, 3):
         with pytest.raises((PySparkException, Py4JJavaError)) as info:
             evaluate(recs, rel, k=[k], rank_col="rank").per_user.collect()
-        assert "recommendations column 'rank' has two items at the same rank for one user, e.g. user_id=1" in str(info.value)
-    expected = spark.createDataFrame([(1, 1, 0.0, 0.0, 1.0, 0.0, 1, 1)],
-                                     "user_id int, k int, cg double, dcg double, idcg double, ndcg double, n_recommended int, n_relevant int")
+        assert "recommendations column 'rank' has two items at the same rank for one user, e.g. user_id=1" in str(
+            info.value
+        )
+    expected = spark.createDataFrame(
+        [(1, 1, 0.0, 0.0, 1.0, 0.0, 1, 1)],
+        "user_id int, k int, cg double, dcg double, idcg double, ndcg double, n_recommended int, n_relevant int",
+    )
     assert_df_equality(evaluate(recs, rel, k=[1], rank_col="rank").per_user, expected, ignore_nullable=True)
 
 
@@ -133,18 +166,32 @@ def test_bad_input_leaves_the_previous_output_as_it_was(spark, tmp_path, capsys,
 @pytest.mark.parametrize(
     "recs_schema, rel_schema, words",
     [
-        ("user_id int, item_id string, scor double", REL_SCHEMA,
-         "recommendations table has no column 'score' (it has: user_id, item_id, scor); did you mean 'scor'?"),
-        (RECS_SCHEMA, "user_id int, item_id string, relevanse double",
-         "relevance table has no column 'relevance' (it has: user_id, item_id, relevanse); did you mean 'relevanse'?"),
-        ("user_id int, item_id string, score string", REL_SCHEMA,
-         "recommendations column 'score' has type string; accepted types: tinyint, smallint, int, bigint, float, double or decimal"),
-        (RECS_SCHEMA, "user_id int, item_id string, relevance string",
-         "relevance column 'relevance' has type string"),
-        ("user_id double, item_id string, score double", REL_SCHEMA,
-         "recommendations column 'user_id' has type double; accepted types: tinyint, smallint, int, bigint or string"),
-        ("user_id string, item_id string, score double", REL_SCHEMA,
-         "column 'user_id' is string in the recommendations but int in the relevance table"),
+        (
+            "user_id int, item_id string, scor double",
+            REL_SCHEMA,
+            "recommendations table has no column 'score' (it has: user_id, item_id, scor); did you mean 'scor'?",
+        ),
+        (
+            RECS_SCHEMA,
+            "user_id int, item_id string, relevanse double",
+            "relevance table has no column 'relevance' (it has: user_id, item_id, relevanse); did you mean 'relevanse'?",
+        ),
+        (
+            "user_id int, item_id string, score string",
+            REL_SCHEMA,
+            "recommendations column 'score' has type string; accepted types: tinyint, smallint, int, bigint, float, double or decimal",
+        ),
+        (RECS_SCHEMA, "user_id int, item_id string, relevance string", "relevance column 'relevance' has type string"),
+        (
+            "user_id double, item_id string, score double",
+            REL_SCHEMA,
+            "recommendations column 'user_id' has type double; accepted types: tinyint, smallint, int, bigint or string",
+        ),
+        (
+            "user_id string, item_id string, score double",
+            REL_SCHEMA,
+            "column 'user_id' is string in the recommendations but int in the relevance table",
+        ),
     ],
 )
 def test_schema_problems(spark, tmp_path, capsys, recs_schema, rel_schema, words):
@@ -212,8 +259,9 @@ def test_negative_relevance_clipped_to_zero(spark):
 def test_awkward_column_names_through_the_command_line(spark, tmp_path):
     recs = spark.createDataFrame(GOOD_RECS, "`user id` int, `a.b` string, `s``core` double")
     rel = spark.createDataFrame(GOOD_REL, "`user id` int, `a.b` string, relevance double")
-    code, out = _run_cli(spark, tmp_path, recs, rel, "--user-col", "user id", "--item-col", "a.b",
-                         "--score-col", "s`core", "--k", "2")
+    code, out = _run_cli(
+        spark, tmp_path, recs, rel, "--user-col", "user id", "--item-col", "a.b", "--score-col", "s`core", "--k", "2"
+    )
     assert code == EXIT_OK
     assert spark.read.parquet(str(out / "per_user")).columns[0] == "user id"
 
@@ -222,7 +270,8 @@ def test_awkward_column_names_in_the_messages(spark):
     # The plan is SQL text: quotes, backslashes and backticks in names must reach the message intact.
     score, item = "it's \\ `s`", "item 'id'"
     recs = spark.createDataFrame(
-        [(1, "a", 0.9), (1, "b", None)], f"user_id int, `{item.replace('`', '``')}` string, `{score.replace('`', '``')}` double"
+        [(1, "a", 0.9), (1, "b", None)],
+        f"user_id int, `{item.replace('`', '``')}` string, `{score.replace('`', '``')}` double",
     )
     rel = spark.createDataFrame([(1, "a", 1.0)], f"user_id int, `{item}` string, relevance double")
     with pytest.raises((PySparkException, Py4JJavaError)) as info:
@@ -242,7 +291,11 @@ def _inject(rng, rows, bad_rows, n):
 
 def test_quarantine_equals_clean_rows_alone_and_accounting_adds_up(spark, tmp_path):
     rng = np.random.default_rng(42)
-    clean_recs = [(u, f"i{i}", float(s)) for u in range(30) for i, s in zip(rng.choice(40, 12, replace=False), rng.permutation(12))]
+    clean_recs = [
+        (u, f"i{i}", float(s))
+        for u in range(30)
+        for i, s in zip(rng.choice(40, 12, replace=False), rng.permutation(12))
+    ]
     clean_rel = [(u, f"i{i}", float(rng.integers(0, 5))) for u in range(30) for i in rng.choice(40, 8, replace=False)]
     bad_recs = [(None, "i1", 0.5), (3, None, 0.5), (4, "i2", None), (5, "i3", float("nan")), (6, "i4", float("-inf"))]
     bad_rel = [(None, "i1", 1.0), (3, None, 1.0), (4, "i2", None), (5, "i99", -1.0), (6, "i98", float("nan"))]
@@ -297,8 +350,15 @@ def test_rank_ties_are_per_segment_list(spark):
     # User 1 has one ranked list per model: rank 1 and 2 in each is no tie. Model c repeats rank 1.
     schema = "user_id int, item_id string, rnk int, model string"
     recs = spark.createDataFrame(
-        [(1, "a", 1, "a"), (1, "b", 2, "a"), (1, "b", 1, "b"), (1, "a", 2, "b"), (1, "a", 1, "c"), (1, "b", 1, "c"),
-         (2, "c", None, "a")],
+        [
+            (1, "a", 1, "a"),
+            (1, "b", 2, "a"),
+            (1, "b", 1, "b"),
+            (1, "a", 2, "b"),
+            (1, "a", 1, "c"),
+            (1, "b", 1, "c"),
+            (2, "c", None, "a"),
+        ],
         schema,
     )
     rel = spark.createDataFrame([(1, "b", 1.0)], REL_SCHEMA)
@@ -308,7 +368,9 @@ def test_rank_ties_are_per_segment_list(spark):
         [(1, "a", 1, "c", "rank_tie"), (1, "b", 1, "c", "rank_tie"), (2, "c", None, "a", "null_rank")],
         schema + ", reason string",
     )
-    assert_df_equality(result.rejected["recommendations"], expected_rejected, ignore_row_order=True, ignore_nullable=True)
+    assert_df_equality(
+        result.rejected["recommendations"], expected_rejected, ignore_row_order=True, ignore_nullable=True
+    )
     clean = recs.filter("model IN ('a', 'b') AND rnk IS NOT NULL")
     assert_df_equality(
         result.per_user.orderBy("model", "user_id"),
@@ -329,12 +391,17 @@ def test_quarantine_under_a_run_date_with_no_rejected_rows_and_reruns(spark, tmp
     def rejected(table):
         return spark.read.parquet(str(out / "rejected" / table)).filter("run_date = '2026-11-21'").drop("run_date")
 
-    expected = spark.createDataFrame([(None, "z", 0.5, "null_user"), (3, "q", None, "null_score")],
-                                     RECS_SCHEMA + ", reason string")
+    expected = spark.createDataFrame(
+        [(None, "z", 0.5, "null_user"), (3, "q", None, "null_score")], RECS_SCHEMA + ", reason string"
+    )
     assert_df_equality(rejected("recommendations"), expected, ignore_row_order=True, ignore_nullable=True)
     assert rejected("relevance").count() == 0
     manifest = json.loads((out / "_manifests" / "run_date=2026-11-21" / "summary.json").read_text())
-    assert manifest["rows"]["relevance"] == {"read": 3, "used": 3, "set_aside": {"duplicates collapsed (max)": 0, "users excluded by a policy": 0}}
+    assert manifest["rows"]["relevance"] == {
+        "read": 3,
+        "used": 3,
+        "set_aside": {"duplicates collapsed (max)": 0, "users excluded by a policy": 0},
+    }
     # A rerun of the same date on clean input leaves no rejected row of the first run behind.
     code, out = _run_cli(spark, tmp_path, spark.createDataFrame(GOOD_RECS, RECS_SCHEMA), rel, *flags)
     assert code == EXIT_OK
@@ -355,11 +422,17 @@ def test_accounting_with_segments_counts_each_judgement_once(spark, tmp_path):
     assert code == EXIT_OK
     rows = json.loads((out / "summary.json").read_text())["rows"]
     assert rows["recommendations"] == {
-        "read": 5, "used": 4,
-        "set_aside": {"beyond the largest k": 1, "repeated item (slot kept, no gain)": 0, "users excluded by a policy": 0},
+        "read": 5,
+        "used": 4,
+        "set_aside": {
+            "beyond the largest k": 1,
+            "repeated item (slot kept, no gain)": 0,
+            "users excluded by a policy": 0,
+        },
     }
     assert rows["relevance"] == {
-        "read": 4, "used": 3,
+        "read": 4,
+        "used": 3,
         "set_aside": {"duplicates collapsed (max)": 0, "users excluded by a policy": 1},
     }
 
@@ -369,15 +442,44 @@ def test_accounting_counts_each_reason(spark, tmp_path):
         [(1, "a", 0.9), (1, "a", 0.8), (1, "b", 0.7), (1, "c", 0.6), (2, "a", 0.5), (3, "a", 0.4)], RECS_SCHEMA
     )
     rel = spark.createDataFrame([(1, "a", 1.0), (1, "a", 2.0), (2, "b", 0.0), (4, "a", 1.0)], REL_SCHEMA)
-    code, out = _run_cli(spark, tmp_path, recs, rel, "--k", "2", "--duplicate-relevance", "max",
-                         "--zero-idcg", "exclude")
+    code, out = _run_cli(
+        spark, tmp_path, recs, rel, "--k", "2", "--duplicate-relevance", "max", "--zero-idcg", "exclude"
+    )
     assert code == EXIT_OK
     rows = json.loads((out / "summary.json").read_text())["rows"]
     assert rows["recommendations"] == {
-        "read": 6, "used": 1,
-        "set_aside": {"beyond the largest k": 2, "repeated item (slot kept, no gain)": 1, "users excluded by a policy": 2},
+        "read": 6,
+        "used": 1,
+        "set_aside": {
+            "beyond the largest k": 2,
+            "repeated item (slot kept, no gain)": 1,
+            "users excluded by a policy": 2,
+        },
     }
     assert rows["relevance"] == {
-        "read": 4, "used": 2,
+        "read": 4,
+        "used": 2,
         "set_aside": {"duplicates collapsed (max)": 1, "users excluded by a policy": 1},
     }
+
+
+@pytest.mark.parametrize("lost", ["recommendations", "relevance"])
+def test_rows_lost_inside_the_evaluation_fail_the_accounting(spark, tmp_path, capsys, monkeypatch, lost):
+    """Each reason is counted from its own rows: a stage that drops rows cannot hide them in
+    another reason's count, so the job stops (exit 1) instead of reporting figures without them."""
+    from ndcg_spark import _judged, _ranking
+    from ndcg_spark.errors import EXIT_FAILURE
+
+    recs = spark.createDataFrame([(1, "a", 0.9), (1, "b", 0.8), (1, "c", 0.7), (2, "b", 0.5)], RECS_SCHEMA)
+    rel = spark.createDataFrame([(1, "a", 1.0), (1, "b", 2.0), (2, "b", 1.0)], REL_SCHEMA)
+    assert _run_cli(spark, tmp_path / "intact", recs, rel, "--k", "2")[0] == EXIT_OK
+    capsys.readouterr()
+    # A faulty stage: every row of item "b" disappears on its way into the lists.
+    module, stage = (_ranking, "ranked_lists") if lost == "recommendations" else (_judged, "judged_lists")
+    intact = getattr(module, stage)
+    monkeypatch.setattr(module, stage, lambda df, opts: intact(df.filter("__ndcg_item <> 'b'"), opts))
+    code, out = _run_cli(spark, tmp_path / "faulty", recs, rel, "--k", "2")
+    assert code == EXIT_FAILURE
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"row accounting of {lost} does not add up" in err[0]
+    assert not (out / "summary.json").exists()

@@ -32,8 +32,18 @@ def main() -> None:
     spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
     ratings = spark.read.csv(str(HERE / "ratings.csv"), header=True, inferSchema=True).coalesce(1)
     train, test = split(ratings)
-    als = ALS(userCol="userId", itemCol="movieId", ratingCol="rating", rank=16, maxIter=10, regParam=0.1,
-              seed=42, coldStartStrategy="drop", numUserBlocks=1, numItemBlocks=1)
+    als = ALS(
+        userCol="userId",
+        itemCol="movieId",
+        ratingCol="rating",
+        rank=16,
+        maxIter=10,
+        regParam=0.1,
+        seed=42,
+        coldStartStrategy="drop",
+        numUserBlocks=1,
+        numItemBlocks=1,
+    )
     model = als.fit(train)
     recs = (
         model.recommendForAllUsers(20)

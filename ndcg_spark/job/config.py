@@ -63,7 +63,9 @@ class JobConfig:
         for name in ("recommendations", "relevance", "output"):
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip():
-                raise ConfigError(f"{name} is required (a path or a catalog table); set it in the config or as --{name}")
+                raise ConfigError(
+                    f"{name} is required (a path or a catalog table); set it in the config or as --{name}"
+                )
         self.partition_spec  # noqa: B018 - validates
         self.gates  # noqa: B018 - validates
 
@@ -111,7 +113,7 @@ class JobConfig:
         return gates
 
     @classmethod
-    def from_mapping(cls, values: Dict[str, Any]) -> "JobConfig":
+    def from_mapping(cls, values: Dict[str, Any]) -> JobConfig:
         """The config from TOML/flag values (config spellings accepted), unknown keys refused."""
         job_keys = [f.name for f in dataclasses.fields(cls) if f.name != "options"]
         option_keys = list(EvaluationOptions.names())
@@ -221,7 +223,9 @@ def build_parser(compare: bool = False) -> argparse.ArgumentParser:
     if compare:
         parser.add_argument("--baseline", dest="recommendations", help="Path or table of the baseline model.")
         parser.add_argument("--candidate", help="Path or table of the candidate model.")
-        parser.add_argument("--model-col", dest="model_col", help="Or: one table (--recommendations) with this model column...")
+        parser.add_argument(
+            "--model-col", dest="model_col", help="Or: one table (--recommendations) with this model column..."
+        )
         parser.add_argument("--baseline-model", dest="baseline_model", help="...this value for the baseline...")
         parser.add_argument("--candidate-model", dest="candidate_model", help="...and this one for the candidate.")
     parser.add_argument("--config", help="TOML file with any of the options below; flags override it.")
@@ -230,17 +234,23 @@ def build_parser(compare: bool = False) -> argparse.ArgumentParser:
     parser.add_argument("--format", help=f"Input format of paths: {', '.join(FORMATS)} (default parquet).")
     parser.add_argument("--output", help="Output directory (per_user/, summary/, summary.json).")
     parser.add_argument("--master", help="Spark master when not launched by spark-submit (default local[*]).")
-    parser.add_argument("--run-date", dest="run_date", help="Write under run_date=YYYY-MM-DD, replacing only that partition.")
+    parser.add_argument(
+        "--run-date", dest="run_date", help="Write under run_date=YYYY-MM-DD, replacing only that partition."
+    )
     parser.add_argument("--partition", help="Write under key=value, replacing only that partition.")
     parser.add_argument(
-        "--fail-below", dest="fail_below",
+        "--fail-below",
+        dest="fail_below",
         help="Quality gate k:threshold[,k:threshold]: exit 4 (after writing) when mean NDCG@k is below.",
     )
     parser.add_argument(
-        "--user-attributes", dest="user_attributes",
+        "--user-attributes",
+        dest="user_attributes",
         help="Path or table with one row per user and segment columns for group_by.",
     )
-    parser.add_argument("--remote", help="Spark Connect URL, e.g. sc://host:15002/;token=... (instead of a local Spark).")
+    parser.add_argument(
+        "--remote", help="Spark Connect URL, e.g. sc://host:15002/;token=... (instead of a local Spark)."
+    )
     parser.add_argument("--report", metavar="true|false", help="Write DIR/report.html (default true).")
     parser.add_argument("--verbose", action="store_true", help="Print Spark's stack trace on errors.")
     for f in dataclasses.fields(EvaluationOptions):

@@ -52,13 +52,16 @@ def text_table(rows: List[Dict[str, Any]], columns: Sequence[tuple], segments: S
     all     12
     """
     headers = ["k", *segments, *(header for _, header in columns)]
-    table = [[k_label(r["k"]), *(cell(r.get(s)) for s in segments), *(cell(r.get(c)) for c, _ in columns)] for r in rows]
+    table = [
+        [k_label(r["k"]), *(cell(r.get(s)) for s in segments), *(cell(r.get(c)) for c, _ in columns)] for r in rows
+    ]
     widths = [max([len(h), *(len(t[i]) for t in table)]) for i, h in enumerate(headers)]
     return "\n".join("  ".join(v.rjust(w) for v, w in zip(line, widths)) for line in [headers, *table])
 
 
-def format_summary(metrics: List[Dict[str, Any]], segments: Sequence[str] = (),
-                   accounting: Optional[Dict[str, Any]] = None) -> str:
+def format_summary(
+    metrics: List[Dict[str, Any]], segments: Sequence[str] = (), accounting: Optional[Dict[str, Any]] = None
+) -> str:
     """The summary as a table, then one line of row accounting per table."""
     lines = [text_table(metrics, SUMMARY_COLUMNS, segments)]
     for table, t in (accounting or {}).items():

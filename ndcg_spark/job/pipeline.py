@@ -6,7 +6,6 @@ is written. The manifest is written last; its presence marks a complete result.
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any, Callable, Dict, List, Sequence
 
@@ -56,8 +55,12 @@ def main(spark, config: JobConfig) -> Dict[str, Any]:
             notes = {"recommendations": config.recommendations, "relevance": config.relevance, "gain": opts.gain}
             if part:
                 notes["partition"] = storage.partition_directory(part)
-            storage.write_text(spark, storage.manifest_dir(config.output, part), "report.html",
-                               render(metrics, bins, opts.group_by, notes=notes))
+            storage.write_text(
+                spark,
+                storage.manifest_dir(config.output, part),
+                "report.html",
+                render(metrics, bins, opts.group_by, notes=notes),
+            )
     finally:
         result.unpersist()
     manifest = {
@@ -137,8 +140,9 @@ def count_rows(recommendations, relevance, opts: EvaluationOptions, relevance_ro
     return rows
 
 
-def explain_input_errors(compute: Callable[[], Any], recommendations: Sequence[Any], relevance,
-                         opts: EvaluationOptions) -> Any:
+def explain_input_errors(
+    compute: Callable[[], Any], recommendations: Sequence[Any], relevance, opts: EvaluationOptions
+) -> Any:
     """Run ``compute``; when a bad input row stops it, raise :func:`~ndcg_spark.validate`'s message.
 
     The evaluation's checks stop at the first bad row they meet and name it; only then is each

@@ -10,8 +10,17 @@ from ndcg_spark.errors import ConfigError, InputDataError
 
 #: What a previous ndcg-spark run may have left in an output directory.
 OUR_OUTPUTS = {
-    "per_user", "summary", "summary.json", "rejected", "_manifests", "report.html", "comparison",
-    "comparison.json", ".summary.json.tmp", ".report.html.tmp", ".comparison.json.tmp",
+    "per_user",
+    "summary",
+    "summary.json",
+    "rejected",
+    "_manifests",
+    "report.html",
+    "comparison",
+    "comparison.json",
+    ".summary.json.tmp",
+    ".report.html.tmp",
+    ".comparison.json.tmp",
 }
 
 Partition = Optional[Tuple[str, str]]

@@ -1,0 +1,45 @@
+"""The examples in the docstrings run as doctests, with the suite's SparkSession as ``spark``."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+
+import pytest
+
+import ndcg_spark
+
+MODULES = [
+    "ndcg_spark.options",
+    "ndcg_spark.evaluation",
+    "ndcg_spark.validation",
+    "ndcg_spark.compare",
+    "ndcg_spark._scoring",
+    "ndcg_spark._sql",
+    "ndcg_spark.job.console",
+]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples_run(spark, name):
+    module = importlib.import_module(name)
+    globs = {**vars(module), **{n: getattr(ndcg_spark, n) for n in ndcg_spark.__all__}, "spark": spark}
+    finder = doctest.DocTestFinder()
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    tests = [t for t in finder.find(module, name, globs=globs) if t.examples]
+    assert tests, f"{name} has no examples"
+    for test in tests:
+        runner.run(test)
+    result = runner.summarize(verbose=False)
+    assert result.failed == 0, f"{result.failed} of {result.attempted} examples failed in {name}"
+
+
+def test_every_public_name_has_an_example_or_is_a_type():
+    """numpydoc sections on each public function and class; the functions show an example."""
+    for name in ndcg_spark.__all__:
+        obj = getattr(ndcg_spark, name)
+        doc = obj.__doc__ or ""
+        assert doc.strip(), name
+        if callable(obj) and not isinstance(obj, type):
+            for section in ("Parameters", "Returns", "Raises", "Examples"):
+                assert section in doc, f"{name} has no {section} section"
