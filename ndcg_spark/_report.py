@@ -14,6 +14,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ndcg_spark._sql import ident
+from ndcg_spark.options import k_label
 
 BINS = 20
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
@@ -61,10 +62,6 @@ def _segment(row: Dict[str, Any], group_by: Sequence[str]) -> str:
     return ", ".join(f"{c}={row[c]}" for c in group_by) or "all users"
 
 
-def _k(value: Optional[int]) -> str:
-    return "all" if value is None else str(value)
-
-
 def _table(metrics: List[Dict[str, Any]], group_by: Sequence[str]) -> str:
     columns = [*group_by, "k", "users", "mean_ndcg", "ndcg_ci_low", "ndcg_ci_high", "mean_dcg", "std_ndcg"]
     columns += [
@@ -76,7 +73,7 @@ def _table(metrics: List[Dict[str, Any]], group_by: Sequence[str]) -> str:
         cells = []
         for c in columns:
             v = row.get(c)
-            text = _k(v) if c == "k" else (f"{v:.4f}" if isinstance(v, float) else ("-" if v is None else v))
+            text = k_label(v) if c == "k" else (f"{v:.4f}" if isinstance(v, float) else ("-" if v is None else v))
             cells.append(f"<td>{_e(text)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f'<table id="summary"><tr>{head}</tr>' + "".join(body) + "</table>"
@@ -140,7 +137,9 @@ def histograms(rows: List[Dict[str, Any]], group_by: Sequence[str], bins: int = 
         svg = [
             f'<svg class="histogram" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img">'
         ]
-        svg.append(f'<text x="{pad}" y="14" font-size="12">{_e(segment)}, NDCG@{_k(k)} ({sum(counts)} users)</text>')
+        svg.append(
+            f'<text x="{pad}" y="14" font-size="12">{_e(segment)}, NDCG@{k_label(k)} ({sum(counts)} users)</text>'
+        )
         for i, c in enumerate(counts):
             bh = (height - 2 * pad - 10) * c / top
             svg.append(

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ndcg_spark.errors import ConfigError
-from ndcg_spark.options import WHOLE_LIST, Cutoff, EvaluationOptions, check_known_keys
+from ndcg_spark.options import WHOLE_LIST, Cutoff, EvaluationOptions, check_known_keys, k_label
 
 FORMATS = ("parquet", "csv", "json", "orc")
 #: Characters Spark escapes in partition directory names (and the space, which tools mangle).
@@ -133,7 +133,7 @@ class JobConfig:
         """The settings as the manifest records them (config spellings: ``k = ["5", "all"]``)."""
         settings = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "options"}
         options = dataclasses.asdict(self.options)
-        options["k"] = [WHOLE_LIST if k is None else k for k in self.options.cutoffs]
+        options["k"] = [k if k is not None else k_label(k) for k in self.options.cutoffs]
         return {**settings, **options}
 
 
