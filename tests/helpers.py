@@ -68,3 +68,30 @@ def frames(spark, recs, rels):
         spark.createDataFrame(rec_rows, "user_id int, item_id string, score double"),
         spark.createDataFrame(rel_rows, "user_id int, item_id string, relevance double"),
     )
+
+
+def trec_tables(spark, data_dir):
+    """trec_eval's own test run and judgements, as (results, qrels) DataFrames."""
+    results = spark.read.csv(
+        str(data_dir / "trec_eval" / "results.test"),
+        sep="\t",
+        schema="user_id string, q0 string, item_id string, rank int, score double, tag string",
+        ignoreLeadingWhiteSpace=True,
+        ignoreTrailingWhiteSpace=True,
+    )
+    qrels = spark.read.csv(
+        str(data_dir / "trec_eval" / "qrels.test"),
+        sep=" ",
+        schema="user_id string, iteration string, item_id string, relevance double",
+    )
+    return results, qrels
+
+
+def trec_expected(path, per_topic):
+    """{(topic, k): ndcg_cut figure} from a trec_eval output; the mean (topic "all") or the per-topic ones."""
+    expected = {}
+    for line in path.read_text().splitlines():
+        parts = line.split()
+        if parts and parts[0].startswith("ndcg_cut_"):
+            expected[(parts[1], int(parts[0].rsplit("_", 1)[1]))] = float(parts[2])
+    return {key: v for key, v in expected.items() if (key[0] != "all") == per_topic}

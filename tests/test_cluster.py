@@ -218,7 +218,7 @@ def test_pyfiles_zip_is_the_package_without_caches(stack):
         if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
     }
     assert names == expected
-    assert "ndcg_spark/log4j2.properties" in names and "ndcg_spark/job.py" in names
+    assert "ndcg_spark/log4j2.properties" in names and "ndcg_spark/job/cli.py" in names
     # Reproducible: two builds of the same sources give the same bytes.
     first, second = (C.build_pyfiles(stack.base / "dist" / name) for name in ("a.zip", "b.zip"))
     assert first.read_bytes() == second.read_bytes()
@@ -262,7 +262,7 @@ def test_spark_submit_on_standalone_cluster_matches_local(spark, stack, local_ou
     log = sub.output()
     assert "ndcg_spark.finished" in log and '"status": "ok"' in log
     # The driver imported the job's modules from the zip.
-    assert f"{stack.pyfiles}/ndcg_spark/job.py" in log
+    assert f"{stack.pyfiles}/ndcg_spark/job/" in log
     # Tasks ran on two executors on two different workers.
     granted = C.granted_executors(log)
     assert len(set(granted.values())) == 2, granted

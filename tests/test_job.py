@@ -14,7 +14,7 @@ from chispa import assert_df_equality
 from ndcg_spark import evaluate
 from ndcg_spark.errors import EXIT_CONFIG, EXIT_INPUT, EXIT_OK
 from ndcg_spark.job import run
-from tests.helpers import reference_ndcg
+from tests.helpers import reference_ndcg, trec_expected, trec_tables
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -82,9 +82,7 @@ def test_job_reproduces_ranking_metrics_suite(spark, suite_inputs, tmp_path, cap
 
 
 def test_job_reproduces_trec_eval(spark, data_dir, tmp_path):
-    from tests.test_oracles import _trec_expected, _trec_tables
-
-    results, qrels = _trec_tables(spark, data_dir)
+    results, qrels = trec_tables(spark, data_dir)
     recs_path = _write(results.select("user_id", "item_id", "score"), tmp_path / "run")
     rel_path = _write(qrels.select("user_id", "item_id", "relevance"), tmp_path / "qrels")
     out = tmp_path / "out"
@@ -104,7 +102,7 @@ def test_job_reproduces_trec_eval(spark, data_dir, tmp_path):
     )
     assert code == EXIT_OK
     means = {m["k"]: m["mean_ndcg"] for m in _manifest(out)["metrics"]}
-    expected = _trec_expected(data_dir / "trec_eval" / "out.test.a", per_topic=False)
+    expected = trec_expected(data_dir / "trec_eval" / "out.test.a", per_topic=False)
     assert len(expected) == 9
     for (_, k), value in expected.items():
         assert means[k] == pytest.approx(value, abs=5e-5), k

@@ -9,7 +9,7 @@ from chispa import assert_approx_df_equality
 from sklearn.metrics import ndcg_score
 
 from ndcg_spark import evaluate
-from tests.helpers import frames, judged, random_graded, ranked_lists
+from tests.helpers import frames, judged, random_graded, ranked_lists, trec_expected, trec_tables
 
 # --------------------------------------------------------------------- Spark's RankingMetricsSuite
 
@@ -61,45 +61,20 @@ def test_ranking_metrics_suite_few_predictions(spark):
 # --------------------------------------------------------------------- trec_eval's own test suite
 
 
-def _trec_tables(spark, data_dir):
-    results = spark.read.csv(
-        str(data_dir / "trec_eval" / "results.test"),
-        sep="\t",
-        schema="user_id string, q0 string, item_id string, rank int, score double, tag string",
-        ignoreLeadingWhiteSpace=True,
-        ignoreTrailingWhiteSpace=True,
-    )
-    qrels = spark.read.csv(
-        str(data_dir / "trec_eval" / "qrels.test"),
-        sep=" ",
-        schema="user_id string, iteration string, item_id string, relevance double",
-    )
-    return results, qrels
-
-
-def _trec_expected(path, per_topic):
-    expected = {}
-    for line in path.read_text().splitlines():
-        parts = line.split()
-        if parts and parts[0].startswith("ndcg_cut_"):
-            expected[(parts[1], int(parts[0].rsplit("_", 1)[1]))] = float(parts[2])
-    return {key: v for key, v in expected.items() if (key[0] != "all") == per_topic}
-
-
 TREC_CUTOFFS = [5, 10, 15, 20, 30, 100, 200, 500, 1000]
 
 
 def test_trec_eval_conformance_per_topic_and_mean(spark, data_dir):
     """trec_eval 10.0's ndcg_cut figures for its own test run (rounded to 4 places there)."""
-    results, qrels = _trec_tables(spark, data_dir)
+    results, qrels = trec_tables(spark, data_dir)
     result = evaluate(results, qrels, k=TREC_CUTOFFS, tie_break="item_descending")
     per_topic = {(r.user_id, r.k): r.ndcg for r in result.per_user.collect()}
-    expected = _trec_expected(data_dir / "trec_eval" / "out.test.aq", per_topic=True)
+    expected = trec_expected(data_dir / "trec_eval" / "out.test.aq", per_topic=True)
     assert len(expected) == 3 * len(TREC_CUTOFFS)
     for key, value in expected.items():
         assert per_topic[key] == pytest.approx(value, abs=5e-5), key
     means = {r.k: r.mean_ndcg for r in result.summary.collect()}
-    for (_, k), value in _trec_expected(data_dir / "trec_eval" / "out.test.a", per_topic=False).items():
+    for (_, k), value in trec_expected(data_dir / "trec_eval" / "out.test.a", per_topic=False).items():
         assert means[k] == pytest.approx(value, abs=5e-5), k
 
 
