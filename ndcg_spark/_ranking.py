@@ -24,7 +24,7 @@ from typing import Optional
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ndcg_spark._inputs import ITEM, ORDER, list_keys
+from ndcg_spark._inputs import ITEM, ORDER, RowCount, counted, list_keys
 from ndcg_spark._rules import RANK_TIE, guard_lists
 from ndcg_spark._sql import has_repeats, repeat_count
 from ndcg_spark.options import EvaluationOptions
@@ -38,8 +38,11 @@ POSITION = "__ndcg_position"
 TIE_RANK = "__ndcg_tie_rank"
 
 
-def ranked_lists(recs: DataFrame, opts: EvaluationOptions) -> DataFrame:
+def ranked_lists(recs: DataFrame, opts: EvaluationOptions, entered: Optional[RowCount] = None) -> DataFrame:
     """One row per list: the top-k items in position order, and how many repeat (see the module).
+
+    ``entered`` counts the rows that enter the ranking: those less the rows the lists hold
+    are the rows beyond the largest k (the row accounting), counted on this very pass.
 
     With a rank column and ``on_invalid_rows = "error"`` one row more than the largest k is
     read, so that two items sharing the rank at the cut (one in, one out) stop the run too;
@@ -47,6 +50,8 @@ def ranked_lists(recs: DataFrame, opts: EvaluationOptions) -> DataFrame:
     """
     k = opts.largest_k
     peek = bool(opts.rank_col) and opts.on_invalid_rows == "error" and k is not None and opts.ties == "item"
+    if entered is not None:
+        recs, _ = counted(recs, entered)
     return (
         recs.transform(with_position, opts)
         .transform(filter_top_k, k + 1 if peek else k)
@@ -109,19 +114,4 @@ def collect_lists(ranked: DataFrame, opts: EvaluationOptions, keep: Optional[int
         f"{items} AS {ITEMS}",
         *([f"{orders} AS {ORDERS}"] if keep_order else []),
         f"{repeat_count(items)} AS {REPEATED}",
-    )
-
-
-def rows_beyond_largest_k(recs: DataFrame, opts: EvaluationOptions) -> DataFrame:
-    """One row: how many recommendation rows lie past the largest k of their list.
-
-    Counted from the rows themselves (each list's length less the largest k), not as what is
-    left after the rows used: so rows lost on the way cannot hide in this count.
-    """
-    if opts.largest_k is None:
-        return recs.sparkSession.range(1).selectExpr("0L AS rows_beyond_k")
-    keys = list_keys(recs.columns, opts)
-    lengths = recs.groupBy(*[F.col(c) for c in keys]).agg(F.count(F.lit(1)).alias("__ndcg_rows"))
-    return lengths.selectExpr(
-        f"CAST(coalesce(sum(greatest(__ndcg_rows - {int(opts.largest_k)}, 0)), 0) AS BIGINT) AS rows_beyond_k"
     )

@@ -156,15 +156,15 @@ def poisson_one(uniform: Column) -> Column:
     return draw
 
 
-def accounting(scored: DataFrame, beyond_k: DataFrame, opts: EvaluationOptions) -> DataFrame:
-    """One row of sums that account for the input rows that reached the metric, each reason
-    counted from its own rows.
+def accounting(scored: DataFrame, opts: EvaluationOptions) -> DataFrame:
+    """One row of sums over the lists that account for the input rows that reached the metric.
 
     ``recommendations_used``: first occurrences of included users' lists;
     ``recommendations_repeated``: repeats among the rows evaluated (slot kept, no gain);
     ``recommendations_excluded``: first occurrences of users left out by a policy;
-    ``recommendations_beyond_k``: rows past the largest k, from ``beyond_k``
-    (:func:`ndcg_spark._ranking.rows_beyond_largest_k`). Likewise for relevance, where
+    ``recommendations_listed``: the rows the lists hold up to the largest k (the three above
+    together; the ranking's input less these are the rows beyond the largest k, see
+    :meth:`ndcg_spark.EvaluationResult.row_accounting`). Likewise for relevance, where
     ``relevance_collapsed`` counts rows merged by ``duplicate_relevance = "max"``. With segments
     a user's judgements serve each of its segments but are counted once: used when any of its
     rows is kept, excluded when all are. ``users`` counts (segment, user) rows.
@@ -184,6 +184,7 @@ def accounting(scored: DataFrame, beyond_k: DataFrame, opts: EvaluationOptions) 
         F.when(is_excluded, firsts).cast("long").alias("excluded"),
         (F.col(_judged.ROWS) - F.col(_judged.REPEATED)).cast("long").alias("judged"),
         F.col(_judged.REPEATED).cast("long").alias("collapsed"),
+        F.col("n_recommended").cast("long").alias("listed"),
         F.lit(1).cast("long").alias("rows"),
         is_excluded.cast("long").alias("rows_excluded"),
         is_excluded.alias("all_excluded"),
@@ -192,7 +193,7 @@ def accounting(scored: DataFrame, beyond_k: DataFrame, opts: EvaluationOptions) 
         # One row per user: its segments' recommendation figures add up, its judgements
         # (the same on each of its rows) are taken once.
         per_user = per_user.groupBy(user).agg(
-            *[F.sum(c).alias(c) for c in ("used", "repeated", "excluded", "rows", "rows_excluded")],
+            *[F.sum(c).alias(c) for c in ("used", "repeated", "excluded", "listed", "rows", "rows_excluded")],
             F.max("judged").alias("judged"),
             F.max("collapsed").alias("collapsed"),
             F.bool_and("all_excluded").alias("all_excluded"),
@@ -202,10 +203,11 @@ def accounting(scored: DataFrame, beyond_k: DataFrame, opts: EvaluationOptions) 
         total(F.col("used")).alias("recommendations_used"),
         total(F.col("repeated")).alias("recommendations_repeated"),
         total(F.col("excluded")).alias("recommendations_excluded"),
+        total(F.col("listed")).alias("recommendations_listed"),
         total(F.when(~user_excluded, F.col("judged"))).alias("relevance_used"),
         total(F.col("collapsed")).alias("relevance_collapsed"),
         total(F.when(user_excluded, F.col("judged"))).alias("relevance_excluded"),
         total(F.col("rows")).alias("users"),
         total(F.col("rows_excluded")).alias("users_excluded"),
     )
-    return sums.crossJoin(beyond_k.selectExpr("rows_beyond_k AS recommendations_beyond_k"))
+    return sums

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Dict, Optional
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
 from ndcg_spark import _inputs, _judged, _ranking, _rules, _scoring, _summary
@@ -37,14 +37,14 @@ class EvaluationResult:
     ----------
     scored : DataFrame
         One row per (segment, user, k) for every user, excluded ones included, with the policy
-        flag. ``per_user``, ``summary`` and ``accounting`` are derived from it.
+        flag. ``per_user``, ``summary`` and the row accounting are derived from it.
     options : EvaluationOptions
         The options the figures were computed with.
     rejected : dict of str to DataFrame, optional
         Under ``on_invalid_rows = "quarantine"``, the rows set aside per table
         (``"recommendations"``, ``"relevance"``), with a ``reason`` column.
-    beyond_k : DataFrame
-        One row: the recommendation rows past the largest k of their list.
+    ranked_rows : RowCount
+        The recommendation rows that entered the ranking, counted on the evaluation's own pass.
 
     Examples
     --------
@@ -64,7 +64,7 @@ class EvaluationResult:
     scored: DataFrame
     options: EvaluationOptions
     rejected: Optional[Dict[str, DataFrame]] = None
-    beyond_k: Optional[DataFrame] = None
+    ranked_rows: Optional[_inputs.RowCount] = None
 
     @property
     def per_user(self) -> DataFrame:
@@ -84,11 +84,17 @@ class EvaluationResult:
         companion metrics' means when asked for)."""
         return _summary.summarize(self.scored, self.options)
 
-    @property
-    def accounting(self) -> DataFrame:
-        """One row of sums that account for the input rows that reached the metric, each
-        reason counted from its own rows (see :func:`ndcg_spark._summary.accounting`)."""
-        return _summary.accounting(self.scored, self.beyond_k, self.options)
+    def row_accounting(self) -> Dict[str, int]:
+        """Sums that account for the input rows that reached the metric (one small job).
+
+        The lists' sums (:func:`ndcg_spark._summary.accounting`), and
+        ``recommendations_beyond_k``: the rows that entered the ranking (counted as they passed,
+        on the first action that computed the lists, this one if none did) less the rows the
+        lists hold. The job checks that the rows read add up to these and the rows set aside.
+        """
+        sums = _summary.accounting(self.scored, self.options).first().asDict()
+        sums["recommendations_beyond_k"] = self.ranked_rows.rows() - sums.pop("recommendations_listed")
+        return sums
 
     def persist(self) -> EvaluationResult:
         """Cache the per-user figures so ``per_user`` and ``summary`` share one computation."""
@@ -126,7 +132,7 @@ def evaluate(
     Returns
     -------
     EvaluationResult
-        With lazy ``per_user``, ``summary`` and ``accounting`` DataFrames.
+        With lazy ``per_user`` and ``summary`` DataFrames.
 
     Raises
     ------
@@ -159,13 +165,12 @@ def evaluate(
         recommendations = _rules.guard_rows(recommendations, "recommendations", opts)
         relevance = _rules.guard_rows(relevance, "relevance", opts)
     recs, rel = _inputs.narrow(recommendations, relevance, opts)
+    ranked_rows = _inputs.RowCount(recs, Observation())
     scored = (
-        recs.transform(_ranking.ranked_lists, opts)
+        recs.transform(_ranking.ranked_lists, opts, ranked_rows)
         .join(rel.transform(_judged.judged_lists, opts), on=opts.user_col, how="full")
         .transform(_scoring.score, opts)
         .transform(_summary.with_exclusions, opts)
         .transform(_inputs.with_user_attributes, user_attributes, opts)
     )
-    return EvaluationResult(
-        scored=scored, options=opts, rejected=rejected, beyond_k=_ranking.rows_beyond_largest_k(recs, opts)
-    )
+    return EvaluationResult(scored=scored, options=opts, rejected=rejected, ranked_rows=ranked_rows)

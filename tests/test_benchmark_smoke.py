@@ -99,3 +99,40 @@ def test_timeline_script_splits_each_run_into_phases_within_the_run(tmp_path):
         assert max(s["completed"] for s in run["stages"]) <= run["total"] + 1e-6
         data_end = run["read"] + run["build"] + run["plan"] + run["data"]
         assert any(abs(s["completed"] - data_end) < 1e-6 for s in run["stages"]), run
+
+
+def test_job_benchmark_times_each_whole_process_and_prints_the_ratios(tmp_path):
+    out_json = tmp_path / "job.json"
+    proc = run_script(
+        BENCH.parent / "job.py",
+        "--users",
+        "100",
+        "--list-length",
+        "8",
+        "--relevant",
+        "4",
+        "--repeat",
+        "1",
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--work-dir",
+        str(tmp_path / "work"),
+        "--json",
+        str(out_json),
+    )
+
+    ratio_lines = [line for line in proc.stdout.splitlines() if line.startswith("ratio ")]
+    assert [line.split()[1] for line in ratio_lines] == ["J/P", "J6/P"], proc.stdout
+    report = json.loads(out_json.read_text())
+    assert set(report["times"]) == {"J", "J6", "P"}
+    for name in ("J", "J6", "P"):
+        # One run each; a whole process with a JVM holds well over 100 MB and uses CPU.
+        assert len(report["times"][name]) == 1 and report["peak_bytes"][name][0] > 100 * 2**20
+        assert report["cpu_seconds"][name][0] > 0
+    assert report["ratios"]["J/P"] == report["medians"]["J"] / report["medians"]["P"]
+    # Each run really did its work: the job's manifest and the script's mean.
+    work = tmp_path / "work"
+    manifest = json.loads((work / "J6" / "summary.json").read_text())
+    assert [m["k"] for m in manifest["metrics"]] == [1, 5, 10, 20, 50, 100]
+    assert manifest["rows"]["recommendations"]["read"] == 800
+    assert 0.0 <= json.loads((work / "P.json").read_text())["mean_ndcg"] <= 1.0

@@ -106,10 +106,12 @@ def test_duplicate_relevance_is_an_error_by_default(spark, edge_tables):
     )
 
 
-ACTIONS = ["per_user.count", "per_user.collect", "summary.collect", "accounting.collect"]
+ACTIONS = ["per_user.count", "per_user.collect", "summary.collect", "row_accounting"]
 
 
 def _act(result, action):
+    if "." not in action:
+        return getattr(result, action)()
     frame, method = action.split(".")
     return getattr(getattr(result, frame), method)()
 

@@ -477,7 +477,7 @@ def test_rows_lost_inside_the_evaluation_fail_the_accounting(spark, tmp_path, ca
     # A faulty stage: every row of item "b" disappears on its way into the lists.
     module, stage = (_ranking, "ranked_lists") if lost == "recommendations" else (_judged, "judged_lists")
     intact = getattr(module, stage)
-    monkeypatch.setattr(module, stage, lambda df, opts: intact(df.filter("__ndcg_item <> 'b'"), opts))
+    monkeypatch.setattr(module, stage, lambda df, *args: intact(df.filter("__ndcg_item <> 'b'"), *args))
     code, out = _run_cli(spark, tmp_path / "faulty", recs, rel, "--k", "2")
     assert code == EXIT_FAILURE
     err = capsys.readouterr().err.strip().splitlines()

@@ -38,17 +38,25 @@ def main(spark, config: JobConfig) -> Dict[str, Any]:
         attributes = storage.read_table(spark, config.user_attributes, config.format, "user attributes")
     # One row per recommendation (ALS's 'array' layout exploded), so the counts and checks see rows.
     recs, opts = _inputs.as_rows(recs, config.options)
-    read = count_rows(recs, rel, opts)
+    # The rows read are counted on the evaluation's own pass over each table, not by a pass of their own.
+    recs, recs_read = _inputs.counted(recs)
+    rel, rel_read = _inputs.counted(rel)
     result = evaluate(recs, rel, opts, user_attributes=attributes).persist()
     part = config.partition_spec
     try:
         explain_input_errors(result.scored.count, [recs], rel, opts)
+        read = {"recommendations": recs_read.rows(), "relevance": rel_read.rows()}
+        for table, n in read.items():
+            if n == 0:
+                raise InputDataError(f"{table} table is empty")
+        # The summary is a handful of rows: computed once, then written and reported from the driver.
         summary = result.summary
+        summary_rows = summary.collect()
+        metrics = [row.asDict() for row in summary_rows]
         storage.check_partition_column(part, result.per_user, summary, *(result.rejected or {}).values())
         storage.write_table(result.per_user, config.output, "per_user", part)
-        storage.write_table(summary, config.output, "summary", part)
-        metrics = [row.asDict() for row in summary.collect()]
-        sums = result.accounting.first().asDict()
+        storage.write_table(spark.createDataFrame(summary_rows, summary.schema), config.output, "summary", part)
+        sums = result.row_accounting()
         rejected = storage.write_rejected(spark, result.rejected, config.output, part)
         if config.report:
             bins = [r.asDict() for r in ndcg_histogram(result.per_user, opts.group_by).collect()]
