@@ -163,7 +163,8 @@ def cast_columns(df: DataFrame, types: Dict[str, T.DataType], label: str, requir
     checked = df
     for name, t in todo.items():
         col = ident(name)
-        kind = "a number" if isinstance(t, T.NumericType) else "a " + t.simpleString()
+        kind = "an integer" if isinstance(t, T.IntegralType) else "a number" if isinstance(t, T.NumericType) else ""
+        kind = kind or "a " + t.simpleString()
         before = string_literal(f"{INPUT_ERROR_TAG}: {label} column {name!r} holds '")
         after = string_literal("', which is not " + kind)
         message = f"concat({before}, left(CAST({col} AS STRING), {QUOTED}), {after})"
@@ -201,7 +202,7 @@ def _read_trec(spark, source: str, layout, opts: EvaluationOptions, label: str) 
         raise InputDataError(f"cannot read {label} {source!r} as trec: it is empty")
     if len(first.fields) != len(layout):
         raise InputDataError(
-            f"{label} {source!r} has {len(first.fields)} columns where {kind} has {len(layout)} ({header}): "
+            f"{label} {source!r} has {len(first.fields)} column{'s' if len(first.fields) > 1 else ''} where {kind} has {len(layout)} ({header}): "
             f"{' '.join(first.fields)[:QUOTED]!r}"
         )
     shape = string_literal(
