@@ -200,10 +200,11 @@ def _read_trec(spark, source: str, layout, opts: EvaluationOptions, label: str) 
     first = lines.first()
     if first is None:
         raise InputDataError(f"cannot read {label} {source!r} as trec: it is empty")
-    if len(first.fields) != len(layout):
+    n = len(first.fields)
+    if n != len(layout):
         raise InputDataError(
-            f"{label} {source!r} has {len(first.fields)} column{'s' if len(first.fields) > 1 else ''} where {kind} has {len(layout)} ({header}): "
-            f"{' '.join(first.fields)[:QUOTED]!r}"
+            f"{label} {source!r} has {n} column{'s' if n > 1 else ''} where {kind} has {len(layout)} "
+            f"({header}): {' '.join(first.fields)[:QUOTED]!r}"
         )
     shape = string_literal(
         f"{INPUT_ERROR_TAG}: {label} {source!r} has a line without the {len(layout)} columns of {kind} ({header}): "
@@ -219,8 +220,7 @@ def _read_trec(spark, source: str, layout, opts: EvaluationOptions, label: str) 
 
 #: (pattern in Spark's error text, the cause as users read it); the first match wins.
 _CAUSES = (
-    (r"PATH_NOT_FOUND|Path does not exist|FileNotFoundException", "it does not exist"),
-    (r"TABLE_OR_VIEW_NOT_FOUND", "it does not exist"),
+    (r"PATH_NOT_FOUND|TABLE_OR_VIEW_NOT_FOUND|Path does not exist|FileNotFoundException", "it does not exist"),
     (r"is not a Parquet file", "it is not a Parquet file"),
     (r"CANNOT_READ_FILE_FOOTER|Malformed ORC file|not an ORC file", "it is not {format_name} file"),
     (r"UNABLE_TO_INFER_SCHEMA", "it is empty (no {format} data files)"),
