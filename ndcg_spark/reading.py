@@ -114,11 +114,13 @@ def read_table(
             df = _read_trec(spark, source, TREC_RUN if role == "recommendations" else TREC_QRELS, opts, label)
         else:
             df = _reader(spark, format).load(source)
+        # Over Spark Connect the reader is lazy: asking for the columns is what reads the schema.
+        columns = df.columns
     except (ConfigError, InputDataError):
         raise
     except Exception as exc:  # AnalysisException, Py4JJavaError: missing, unreadable, wrong format
         raise InputDataError(f"cannot read {label} {source!r} as {where}: {read_failure(exc, format)}") from exc
-    if not df.columns:
+    if not columns:
         raise InputDataError(f"cannot read {label} {source!r} as {where}: it is empty")
     text = is_path and format in ("csv", "json")
     defaults = {name: T.DoubleType() for name in numeric_columns(role, opts)} if text else {}
