@@ -295,7 +295,7 @@ def build_parser(compare: bool = False) -> argparse.ArgumentParser:
             "CSV and JSON keys as strings).",
         )
     parser.add_argument("--output", help="Output directory (per_user/, summary/, summary.json).")
-    parser.add_argument("--master", help="Spark master when not launched by spark-submit (default local[*]).")
+    parser.add_argument("--master", help="Spark master when not launched by spark-submit (default: local[*]).")
     parser.add_argument(
         "--run-date", dest="run_date", help="Write under run_date=YYYY-MM-DD, replacing only that partition."
     )
@@ -313,7 +313,7 @@ def build_parser(compare: bool = False) -> argparse.ArgumentParser:
     parser.add_argument(
         "--remote", help="Spark Connect URL, e.g. sc://host:15002/;token=... (instead of a local Spark)."
     )
-    parser.add_argument("--report", metavar="true|false", help="Write DIR/report.html (default true).")
+    parser.add_argument("--report", metavar="true|false", help="Write DIR/report.html (default: true).")
     parser.add_argument(
         "--verbose", action="store_true", help="Print Spark's stack trace on errors, and library warnings."
     )
