@@ -7,6 +7,7 @@ from ndcg_spark.compare import ComparisonResult, compare
 from ndcg_spark.errors import ConfigError, InputDataError, NdcgError, QualityGateFailed
 from ndcg_spark.evaluation import EvaluationResult, evaluate
 from ndcg_spark.options import EvaluationOptions
+from ndcg_spark.reading import read_table
 from ndcg_spark.validation import TableReport, validate
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "TableReport",
     "compare",
     "evaluate",
+    "read_table",
     "validate",
 ]
 __version__ = "0.1.0"

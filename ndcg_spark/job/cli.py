@@ -10,19 +10,28 @@ import json
 import os
 import sys
 import traceback
+import warnings
 from typing import Optional, Sequence, Tuple
 
 from ndcg_spark.errors import EXIT_FAILURE, EXIT_OK, INPUT_ERROR_TAG, InputDataError, NdcgError, QualityGateFailed
 from ndcg_spark.job import console, pipeline
 from ndcg_spark.job.config import JobConfig, parse_config
-from ndcg_spark.job.storage import first_line
 from ndcg_spark.options import k_label
+from ndcg_spark.reading import first_line, malformed_row
 
 
 def run(argv: Optional[Sequence[str]] = None) -> int:
     """Command-line entry point; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     verbose = "--verbose" in argv
+    with warnings.catch_warnings():
+        if not verbose:
+            # Libraries' notices (pyspark's about pandas, for one) would come before our one line.
+            warnings.simplefilter("ignore")
+        return _run(argv, verbose)
+
+
+def _run(argv: Sequence[str], verbose: bool) -> int:
     try:
         if argv and argv[0] == "compare":
             config, verbose = parse_config(argv[1:], compare=True)
@@ -64,6 +73,9 @@ def classify_error(exc: BaseException) -> Tuple[int, str]:
     if INPUT_ERROR_TAG in text:
         tail = text[text.index(INPUT_ERROR_TAG) + len(INPUT_ERROR_TAG) :].lstrip(": ")
         return InputDataError.exit_code, "invalid input: " + tail.splitlines()[0].split(" SQLSTATE:")[0]
+    malformed = malformed_row(text)
+    if malformed:
+        return InputDataError.exit_code, "invalid input: " + malformed
     return EXIT_FAILURE, f"{type(exc).__name__}: {first_line(exc)}"
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import difflib
 import os
 import tomllib
 from dataclasses import dataclass, field
@@ -17,8 +18,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ndcg_spark.errors import ConfigError
 from ndcg_spark.options import WHOLE_LIST, Cutoff, EvaluationOptions, check_known_keys, k_label
+from ndcg_spark.reading import FORMATS, ROLES
 
-FORMATS = ("parquet", "csv", "json", "orc")
 #: Characters Spark escapes in partition directory names (and the space, which tools mangle).
 UNSAFE_PARTITION_CHARS = "\"#%'*/:=?\\{}[]^ "
 #: Config keys holding paths: written ./x or ../x in a file, they are relative to the file.
@@ -46,11 +47,23 @@ class JobConfig:
     model_col: Optional[str] = None
     baseline_model: Optional[str] = None
     candidate_model: Optional[str] = None
+    # A format and a schema per input table; a format left out is `format`. The candidate of
+    # `compare` is read as the recommendations are.
+    recommendations_format: Optional[str] = None
+    relevance_format: Optional[str] = None
+    user_attributes_format: Optional[str] = None
+    recommendations_schema: Optional[str] = None
+    relevance_schema: Optional[str] = None
+    user_attributes_schema: Optional[str] = None
     options: EvaluationOptions = field(default_factory=EvaluationOptions)
 
     def __post_init__(self) -> None:
-        if self.format not in FORMATS:
-            raise ConfigError(f"format = {self.format!r} is not one of {', '.join(FORMATS)}")
+        for name in ("format", *(f"{role}_format" for role in ROLES)):
+            value = getattr(self, name)
+            if value is not None and value not in FORMATS:
+                raise ConfigError(f"{name} = {value!r} is not one of {', '.join(FORMATS)}")
+        if self.user_attributes and self.input_format("user_attributes") == "trec":
+            raise ConfigError("user attributes cannot be read as trec; set user_attributes_format")
         if self.remote and self.master:
             raise ConfigError("give master or remote (Spark Connect), not both")
         if self.run_date is not None:
@@ -68,6 +81,10 @@ class JobConfig:
                 )
         self.partition_spec  # noqa: B018 - validates
         self.gates  # noqa: B018 - validates
+
+    def input_format(self, role: str) -> str:
+        """The format of one input table (``recommendations``, ``relevance``, ``user_attributes``)."""
+        return getattr(self, f"{role}_format") or self.format
 
     @property
     def partition_spec(self) -> Optional[Tuple[str, str]]:
@@ -208,9 +225,42 @@ def load_toml(path: str) -> Dict[str, Any]:
 # ----------------------------------------------------------------------------- flags
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse whose errors are one-line :class:`ConfigError` (exit 2), not usage and a message."""
+
+    def error(self, message: str):
+        raise ConfigError(usage_error(message, list(self._option_string_actions)))
+
+
+def usage_error(message: str, flags: Sequence[str]) -> str:
+    """argparse's complaint in one line; an unknown flag gets the closest known one.
+
+    Examples
+    --------
+    >>> usage_error("unrecognized arguments: --gian exponential", ["--gain", "--k"])
+    'unrecognized argument --gian (did you mean --gain?)'
+    """
+    prefix = "unrecognized arguments: "
+    if not message.startswith(prefix):
+        return message.replace("\n", " ")
+    unknown = message[len(prefix) :].split()
+    first = next((a for a in unknown if a.startswith("-")), unknown[0] if unknown else "")
+    close = difflib.get_close_matches(first.split("=")[0], [f for f in flags if f.startswith("--")], n=1)
+    return f"unrecognized argument {first}" + (f" (did you mean {close[0]}?)" if close else "")
+
+
+def version_text() -> str:
+    """What ``--version`` prints: this package's version and PySpark's."""
+    import pyspark
+
+    from ndcg_spark import __version__
+
+    return f"ndcg-spark {__version__} (PySpark {pyspark.__version__})"
+
+
 def build_parser(compare: bool = False) -> argparse.ArgumentParser:
     """The command line: the job's own flags, then one flag per evaluation option."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="ndcg-spark compare" if compare else "ndcg-spark",
         description=(
             "Paired comparison of two models' NDCG@k: means, mean difference with its 95% interval, "
@@ -228,12 +278,24 @@ def build_parser(compare: bool = False) -> argparse.ArgumentParser:
         )
         parser.add_argument("--baseline-model", dest="baseline_model", help="...this value for the baseline...")
         parser.add_argument("--candidate-model", dest="candidate_model", help="...and this one for the candidate.")
+    parser.add_argument("--version", action="version", version=version_text(), help="Print the versions and exit.")
     parser.add_argument("--config", help="TOML file with any of the options below; flags override it.")
     parser.add_argument("--recommendations", help="Path or catalog table of the recommendations.")
     parser.add_argument("--relevance", help="Path or catalog table of the relevance judgements.")
-    parser.add_argument("--format", help=f"Input format of paths: {', '.join(FORMATS)} (default parquet).")
+    parser.add_argument("--format", help=f"Input format of paths: {', '.join(FORMATS)} (default: parquet).")
+    for role in ROLES:
+        flag, table = role.replace("_", "-"), role.replace("_", " ")
+        parser.add_argument(
+            f"--{flag}-format", dest=f"{role}_format", help=f"Format of the {table} (default: --format)."
+        )
+        parser.add_argument(
+            f"--{flag}-schema",
+            dest=f"{role}_schema",
+            help=f"Column types of the {table}, e.g. 'user_id string, score double' (default: keys as stored; "
+            "CSV and JSON keys as strings).",
+        )
     parser.add_argument("--output", help="Output directory (per_user/, summary/, summary.json).")
-    parser.add_argument("--master", help="Spark master when not launched by spark-submit (default local[*]).")
+    parser.add_argument("--master", help="Spark master when not launched by spark-submit (default: local[*]).")
     parser.add_argument(
         "--run-date", dest="run_date", help="Write under run_date=YYYY-MM-DD, replacing only that partition."
     )
@@ -251,13 +313,18 @@ def build_parser(compare: bool = False) -> argparse.ArgumentParser:
     parser.add_argument(
         "--remote", help="Spark Connect URL, e.g. sc://host:15002/;token=... (instead of a local Spark)."
     )
-    parser.add_argument("--report", metavar="true|false", help="Write DIR/report.html (default true).")
-    parser.add_argument("--verbose", action="store_true", help="Print Spark's stack trace on errors.")
+    parser.add_argument("--report", metavar="true|false", help="Write DIR/report.html (default: true).")
+    parser.add_argument(
+        "--verbose", action="store_true", help="Print Spark's stack trace on errors, and library warnings."
+    )
     for f in dataclasses.fields(EvaluationOptions):
         flag = "--" + f.name.replace("_", "-")
         default = WHOLE_LIST if f.name == "k" else _shown(f.default)
         # argparse %-formats help strings: a literal % (as in "95% interval") must be doubled.
-        help_text = (f.metadata["help"] + f" (default: {default})").replace("%", "%%")
+        help_text = f.metadata["help"]
+        if "(default" not in help_text:  # some helps say what their unset default means
+            help_text += f" (default: {default})"
+        help_text = help_text.replace("%", "%%")
         metavar = "true|false" if f.type in (bool, "bool") else None
         parser.add_argument(flag, dest=f.name, metavar=metavar, help=help_text)
     return parser
@@ -272,13 +339,8 @@ def _shown(default: Any) -> str:
 def parse_config(argv: Sequence[str], compare: bool = False) -> Tuple[JobConfig, bool]:
     """(config, verbose) from the TOML file named by ``--config`` with the flags laid over it."""
     parser = build_parser(compare)
-    try:
-        args = parser.parse_args(list(argv))
-    except SystemExit as exc:
-        if exc.code == 0:  # --help: argparse printed it; the command ends there, successfully
-            raise
-        # argparse already printed its one-line reason
-        raise ConfigError("invalid command line (see the message above)") from exc
+    # --help and --version print and raise SystemExit(0); errors raise ConfigError (OneLineParser).
+    args = parser.parse_args(list(argv))
     values: Dict[str, Any] = {}
     if args.config:
         values.update(load_toml(args.config))

@@ -19,6 +19,15 @@ SUMMARY_COLUMNS = (
     ("users_excluded", "excluded"),
 )
 
+#: Columns printed after those when the companion metrics were computed.
+COMPANION_COLUMNS = (
+    ("mean_precision", "precision"),
+    ("mean_recall", "recall"),
+    ("mean_ap", "ap"),
+    ("mean_rr", "rr"),
+    ("hit_rate", "hit_rate"),
+)
+
 #: Columns of the printed comparison: (comparison column, header).
 COMPARISON_COLUMNS = (
     ("pairs", "pairs"),
@@ -63,7 +72,8 @@ def format_summary(
     metrics: List[Dict[str, Any]], segments: Sequence[str] = (), accounting: Optional[Dict[str, Any]] = None
 ) -> str:
     """The summary as a table, then one line of row accounting per table."""
-    lines = [text_table(metrics, SUMMARY_COLUMNS, segments)]
+    companions = tuple(c for c in COMPANION_COLUMNS if metrics and c[0] in metrics[0])
+    lines = [text_table(metrics, SUMMARY_COLUMNS + companions, segments)]
     for table, t in (accounting or {}).items():
         aside = ", ".join(f"{k} {v}" for k, v in t["set_aside"].items() if v)
         lines.append(f"{table}: read {t['read']} = used {t['used']}" + (f" + {aside}" if aside else ""))

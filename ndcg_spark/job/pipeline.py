@@ -31,11 +31,11 @@ def main(spark, config: JobConfig) -> Dict[str, Any]:
     # input is written as spark.sql.shuffle.partitions tiny files.
     spark.conf.set("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "true")
     storage.check_output(config.output)
-    recs = storage.read_table(spark, config.recommendations, config.format, "recommendations")
-    rel = storage.read_table(spark, config.relevance, config.format, "relevance")
+    recs = storage.read_input(spark, config, "recommendations")
+    rel = storage.read_input(spark, config, "relevance")
     attributes = None
     if config.user_attributes:
-        attributes = storage.read_table(spark, config.user_attributes, config.format, "user attributes")
+        attributes = storage.read_input(spark, config, "user_attributes")
     # One row per recommendation (ALS's 'array' layout exploded), so the counts and checks see rows.
     recs, opts = _inputs.as_rows(recs, config.options)
     # The rows read are counted on the evaluation's own pass over each table, not by a pass of their own.
@@ -90,8 +90,8 @@ def compare_main(spark, config: JobConfig) -> Dict[str, Any]:
     ``comparison/`` and, last, ``comparison.json``."""
     started = time.time()
     storage.check_output(config.output)
-    rel = storage.read_table(spark, config.relevance, config.format, "relevance")
-    recs = storage.read_table(spark, config.recommendations, config.format, "recommendations")
+    rel = storage.read_input(spark, config, "relevance")
+    recs = storage.read_input(spark, config, "recommendations")
     if config.model_col:
         if config.model_col not in recs.columns:
             raise InputDataError(
@@ -101,10 +101,11 @@ def compare_main(spark, config: JobConfig) -> Dict[str, Any]:
         baseline = recs.filter(model == config.baseline_model).drop(config.model_col)
         candidate = recs.filter(model == config.candidate_model).drop(config.model_col)
     else:
-        baseline, candidate = recs, storage.read_table(spark, config.candidate, config.format, "candidate")
+        baseline = recs
+        candidate = storage.read_input(spark, config, "recommendations", source=config.candidate, label="candidate")
     attributes = None
     if config.user_attributes:
-        attributes = storage.read_table(spark, config.user_attributes, config.format, "user attributes")
+        attributes = storage.read_input(spark, config, "user_attributes")
     baseline, opts = _inputs.as_rows(baseline, config.options)
     candidate, _ = _inputs.as_rows(candidate, config.options)
     read = {"baseline": count_rows(baseline, rel, opts)}

@@ -6,7 +6,8 @@ import json
 import os
 from typing import Any, Dict, Optional, Tuple
 
-from ndcg_spark.errors import ConfigError, InputDataError
+from ndcg_spark.errors import ConfigError
+from ndcg_spark.reading import read_table
 
 #: What a previous ndcg-spark run may have left in an output directory.
 OUR_OUTPUTS = {
@@ -26,28 +27,17 @@ OUR_OUTPUTS = {
 Partition = Optional[Tuple[str, str]]
 
 
-def first_line(exc: BaseException) -> str:
-    """The first non-empty line of an exception's message, without Spark's SQLSTATE tail."""
-    for line in str(exc).strip().splitlines():
-        line = line.strip()
-        if line:
-            return line.split(" SQLSTATE:")[0]
-    return type(exc).__name__
-
-
-def read_table(spark, source: str, fmt: str, what: str):
-    """A path (anything with a slash or a URI scheme, or that exists) or else a catalog table."""
-    is_path = "/" in source or "://" in source or os.path.exists(source)
-    try:
-        if not is_path:
-            return spark.read.table(source)
-        reader = spark.read.format(fmt)
-        if fmt == "csv":
-            reader = reader.option("header", "true").option("inferSchema", "true")
-        return reader.load(source)
-    except Exception as exc:  # AnalysisException: path or table not found, unreadable format
-        where = fmt if is_path else "a table"
-        raise InputDataError(f"cannot read {what} {source!r} as {where}: {first_line(exc)}") from exc
+def read_input(spark, config, role: str, source: Optional[str] = None, label: Optional[str] = None):
+    """One input table of the job, with its format and schema (:func:`ndcg_spark.read_table`)."""
+    return read_table(
+        spark,
+        source if source is not None else getattr(config, role),
+        config.input_format(role),
+        role=role,
+        schema=getattr(config, f"{role}_schema"),
+        options=config.options,
+        label=label,
+    )
 
 
 def check_output(output: str) -> None:

@@ -1,0 +1,266 @@
+"""Reading input tables as users have them: Parquet, ORC, CSV, JSON lines, TREC runs and qrels.
+
+Text formats carry no types, and guessing them changes keys: schema inference reads the items
+``007`` and ``7`` as the same integer. So CSV and JSON are read with every column as a string,
+then the numeric columns of the table's role (the score or rank of the recommendations, the
+relevance of the judgements) as ``double``. A schema names the columns whose type the user
+sets; it overrides those defaults, for any format. A value that does not fit its type stops
+the run with its column and value, never becomes a silent null.
+
+TREC files are whitespace-separated text: a run (``qid Q0 docno rank score tag``) read as
+recommendations, and qrels (``qid iter docno rel``) read as relevance, with the user and item
+columns named by the options. Every read error is one line that names the cause.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Dict, List, Optional, Sequence
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ndcg_spark._sql import fails_if, ident, string_literal
+from ndcg_spark.errors import INPUT_ERROR_TAG, ConfigError, InputDataError
+from ndcg_spark.options import EvaluationOptions
+
+FORMATS = ("parquet", "csv", "json", "orc", "trec")
+ROLES = ("recommendations", "relevance", "user_attributes")
+#: TREC columns, in file order, with the option naming each (None: a fixed name) and its type.
+TREC_RUN = (("user_col", "qid", "string"), (None, "q0", "string"), ("item_col", "docno", "string"),
+            (None, "rank", "int"), ("score_col", "score", "double"), (None, "tag", "string"))  # fmt: skip
+TREC_QRELS = (("user_col", "qid", "string"), (None, "iteration", "string"), ("item_col", "docno", "string"),
+              ("relevance_col", "rel", "double"))  # fmt: skip
+TREC_TYPES = {"int": T.IntegerType(), "double": T.DoubleType()}
+#: Longest value quoted in an error message.
+QUOTED = 60
+
+
+def read_table(
+    spark,
+    source: str,
+    format: str = "parquet",
+    *,
+    role: str = "recommendations",
+    schema: Optional[str] = None,
+    options: Optional[EvaluationOptions] = None,
+    label: Optional[str] = None,
+) -> DataFrame:
+    """One input table, read so that its keys stay as written.
+
+    Parameters
+    ----------
+    spark : SparkSession
+    source : str
+        A path (anything holding a ``/`` or a URI scheme, or an existing file), or else a
+        catalog table name.
+    format : {"parquet", "csv", "json", "orc", "trec"}
+        Format of a path. CSV has a header row; JSON has one object per line; ``trec`` is a TREC
+        run (role ``recommendations``) or qrels file (role ``relevance``).
+    role : {"recommendations", "relevance", "user_attributes"}
+        Which table this is: it decides the numeric columns of CSV and JSON, and the TREC layout.
+    schema : str, optional
+        Column types in Spark's DDL, e.g. ``"user_id int, score double"``: the columns named are
+        read as these types (every other column keeps the default).
+    options : EvaluationOptions, optional
+        The column names (``user_col``, ``item_col``, ``score_col``, ...) to read; defaults when
+        omitted.
+    label : str, optional
+        The table's name in messages (default: the role).
+
+    Returns
+    -------
+    DataFrame
+        Lazy. A value that does not fit its column's type stops the first action that reads it,
+        naming the column and the value.
+
+    Raises
+    ------
+    ConfigError
+        An unknown format or role, or a schema that does not parse.
+    InputDataError
+        A path or table that does not exist, is empty or is not in the declared format.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "recs.csv"
+    >>> _ = path.write_text("user_id,item_id,score\\n1,007,0.9\\n1,7,0.8\\n")
+    >>> recs = read_table(spark, str(path), "csv")
+    >>> recs.dtypes
+    [('user_id', 'string'), ('item_id', 'string'), ('score', 'double')]
+    >>> [r.item_id for r in recs.collect()]
+    ['007', '7']
+    >>> read_table(spark, str(path), "csv", schema="user_id int").dtypes[0]
+    ('user_id', 'int')
+    """
+    opts = options if options is not None else EvaluationOptions()
+    if format not in FORMATS:
+        raise ConfigError(f"format = {format!r} is not one of {', '.join(FORMATS)}")
+    if role not in ROLES:
+        raise ConfigError(f"role = {role!r} is not one of {', '.join(ROLES)}")
+    if format == "trec" and role == "user_attributes":
+        raise ConfigError("the trec format reads a run (recommendations) or qrels (relevance), not user attributes")
+    label = label or role.replace("_", " ")
+    types = parse_schema(schema, label)
+    is_path = "/" in source or "://" in source or os.path.exists(source)
+    where = format if is_path else "a table"
+    try:
+        if not is_path:
+            df = spark.read.table(source)
+        elif format == "trec":
+            df = _read_trec(spark, source, TREC_RUN if role == "recommendations" else TREC_QRELS, opts, label)
+        else:
+            df = _reader(spark, format).load(source)
+        # Over Spark Connect the reader is lazy: asking for the columns is what reads the schema.
+        columns = df.columns
+    except (ConfigError, InputDataError):
+        raise
+    except Exception as exc:  # AnalysisException, Py4JJavaError: missing, unreadable, wrong format
+        raise InputDataError(f"cannot read {label} {source!r} as {where}: {read_failure(exc, format)}") from exc
+    if not columns:
+        raise InputDataError(f"cannot read {label} {source!r} as {where}: it is empty")
+    text = is_path and format in ("csv", "json")
+    defaults = {name: T.DoubleType() for name in numeric_columns(role, opts)} if text else {}
+    return cast_columns(df, {**defaults, **types}, label, required=list(types))
+
+
+def numeric_columns(role: str, opts: EvaluationOptions) -> List[str]:
+    """The columns of a table that hold numbers: the score or rank, or the relevance."""
+    if role == "recommendations":
+        return [opts.rank_col] if opts.rank_col else [opts.score_col]
+    return [opts.relevance_col] if role == "relevance" else []
+
+
+def parse_schema(schema: Optional[str], label: str) -> Dict[str, T.DataType]:
+    """``{column: type}`` from a DDL schema such as ``"user_id string, score double"``."""
+    if schema is None or not str(schema).strip():
+        return {}
+    try:
+        parsed = T.DataType.fromDDL(str(schema))
+    except Exception as exc:
+        raise ConfigError(f"{label} schema {schema!r} does not parse: {first_line(exc)}") from None
+    if not isinstance(parsed, T.StructType):
+        raise ConfigError(f"{label} schema {schema!r} must name columns, e.g. 'user_id string, score double'")
+    return {f.name: f.dataType for f in parsed.fields}
+
+
+def cast_columns(df: DataFrame, types: Dict[str, T.DataType], label: str, required: Sequence[str] = ()) -> DataFrame:
+    """Each column of ``types`` cast to its type; a value that does not fit stops the run.
+
+    The columns in ``required`` (a schema's) must exist; the others may be absent, and the
+    evaluation names them if it needs them.
+    """
+    columns = {f.name: f.dataType for f in df.schema.fields}
+    for name in required:
+        if name not in columns:
+            raise InputDataError(
+                f"{label} schema names column {name!r}, which the table does not have (it has: {', '.join(columns)})"
+            )
+    todo = {name: t for name, t in types.items() if name in columns and columns[name] != t}
+    if not todo:
+        return df
+    checked = df
+    for name, t in todo.items():
+        col = ident(name)
+        kind = "an integer" if isinstance(t, T.IntegralType) else "a number" if isinstance(t, T.NumericType) else ""
+        kind = kind or "a " + t.simpleString()
+        before = string_literal(f"{INPUT_ERROR_TAG}: {label} column {name!r} holds '")
+        after = string_literal("', which is not " + kind)
+        message = f"concat({before}, left(CAST({col} AS STRING), {QUOTED}), {after})"
+        failed = f"{col} IS NOT NULL AND try_cast({col} AS {t.simpleString()}) IS NULL"
+        checked = checked.filter(F.expr(fails_if(failed, message)))
+    return checked.select(
+        *(F.col(ident(c)).cast(todo[c]).alias(c) if c in todo else F.col(ident(c)) for c in df.columns)
+    )
+
+
+def _reader(spark, format: str):
+    reader = spark.read.format(format)
+    if format == "csv":
+        # Every column as text (no inference), and a row whose fields do not match the header
+        # stops the read instead of being padded with nulls or cut.
+        return reader.option("header", "true").option("inferSchema", "false").option("mode", "FAILFAST")
+    if format == "json":
+        return reader.option("primitivesAsString", "true").option("mode", "FAILFAST")
+    return reader
+
+
+def _read_trec(spark, source: str, layout, opts: EvaluationOptions, label: str) -> DataFrame:
+    """A whitespace-separated TREC file; blank lines skipped, any other line must have every field."""
+    kind, header = (
+        ("a TREC run", "qid Q0 docno rank score tag") if layout is TREC_RUN else ("TREC qrels", "qid iter docno rel")
+    )
+    names = [getattr(opts, option) if option else name for option, name, _ in layout]
+    lines = (
+        spark.read.text(source)
+        .selectExpr("value", r"filter(split(value, '\\s+'), f -> f <> '') AS fields")
+        .filter("size(fields) > 0")
+    )
+    first = lines.first()
+    if first is None:
+        raise InputDataError(f"cannot read {label} {source!r} as trec: it is empty")
+    n = len(first.fields)
+    if n != len(layout):
+        raise InputDataError(
+            f"{label} {source!r} has {n} column{'s' if n > 1 else ''} where {kind} has {len(layout)} "
+            f"({header}): {' '.join(first.fields)[:QUOTED]!r}"
+        )
+    shape = string_literal(
+        f"{INPUT_ERROR_TAG}: {label} {source!r} has a line without the {len(layout)} columns of {kind} ({header}): "
+    )
+    checked = lines.filter(
+        F.expr(fails_if(f"size(fields) <> {len(layout)}", f"concat({shape}, left(value, {QUOTED}))"))
+    )
+    fields = checked.selectExpr(*(f"fields[{i}] AS {ident(name)}" for i, name in enumerate(names)))
+    return cast_columns(fields, {n: TREC_TYPES[t] for n, (_, _, t) in zip(names, layout) if t in TREC_TYPES}, label)
+
+
+# ----------------------------------------------------------------------------- error messages
+
+#: (pattern in Spark's error text, the cause as users read it); the first match wins.
+_CAUSES = (
+    (r"PATH_NOT_FOUND|TABLE_OR_VIEW_NOT_FOUND|Path does not exist|FileNotFoundException", "it does not exist"),
+    (r"is not a Parquet file", "it is not a Parquet file"),
+    (r"CANNOT_READ_FILE_FOOTER|Malformed ORC file|not an ORC file", "it is not {format_name} file"),
+    (r"UNABLE_TO_INFER_SCHEMA", "it is empty (no {format} data files)"),
+    (r"MALFORMED_RECORD_IN_PARSING", "it is not {format_name} file: {detail}"),
+)
+_FORMAT_NAMES = {"parquet": "a Parquet", "orc": "an ORC", "json": "a JSON lines", "csv": "a CSV", "trec": "a TREC"}
+
+
+def read_failure(exc: BaseException, format: str) -> str:
+    """Why a read failed, in a few words (``it is not a Parquet file``), from Spark's error text."""
+    text = str(exc)
+    for pattern, cause in _CAUSES:
+        if re.search(pattern, text):
+            detail = re.search(r"(?:JsonParseException|Exception): ([^\n(]*)", text.split("Caused by:", 1)[-1])
+            return cause.format(
+                format=format,
+                format_name=_FORMAT_NAMES.get(format, f"a {format}"),
+                detail=detail.group(1).strip().rstrip(":") if detail else "a line does not parse",
+            )
+    return first_line(exc)
+
+
+def malformed_row(text: str) -> Optional[str]:
+    """A one-line message for a CSV row that did not match its header (met while computing)."""
+    record = re.search(r"Malformed CSV record: (.*?)(?: SQLSTATE|\n|$)", text)
+    if not record:
+        return None
+    file = re.search(r"while reading file (\S+?)\.?\s", text)
+    where = f"{file.group(1)} has" if file else "a CSV file has"
+    return f"{where} a row whose fields do not match its header: {record.group(1)[:QUOTED]!r}"
+
+
+def first_line(exc: BaseException) -> str:
+    """The first informative line of an exception: no py4j call id, no Java class, no SQLSTATE."""
+    for line in str(exc).strip().splitlines():
+        line = line.strip().lstrip(": ").strip()
+        if not line or line.startswith("An error occurred while calling"):
+            continue
+        line = re.sub(r"^(?:[a-z]+\.)+[A-Za-z]+(?:Exception|Error): ", "", line)
+        return line.split(" SQLSTATE:")[0].strip()
+    return type(exc).__name__
