@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 
 from ndcg_spark._inputs import ITEM, REL
 from ndcg_spark._rules import REPEATED_JUDGEMENT, guard_lists
-from ndcg_spark._sql import ident, repeat_count
+from ndcg_spark._sql import gain_mapped, ident, repeat_count
 from ndcg_spark.options import EvaluationOptions
 
 JUDGED_ITEMS = "__ndcg_judged_items"
@@ -46,6 +46,10 @@ def judged_lists(rel: DataFrame, opts: EvaluationOptions) -> DataFrame:
     """
     user = ident(opts.user_col)
     items, rels = JUDGED_ITEMS, JUDGED_RELEVANCE
+    if opts.gains:
+        # The map of grade to gain replaces each grade before anything reads it (the gain
+        # function, the ideal list, the counts), as trec_eval's ndcg gain parameters do.
+        rel = rel.selectExpr(user, ITEM, f"{gain_mapped(REL, opts.gains)} AS {REL}")
     # Only the two lists (and what an option needs) are aggregated: every further aggregate
     # costs a per-row update in the aggregation, while counts over the lists are computed once
     # per user below.
@@ -65,6 +69,9 @@ def judged_lists(rel: DataFrame, opts: EvaluationOptions) -> DataFrame:
         # Every row past the guard has no repeat, so the count above is 0 without computing it again.
         per_user = guard_lists(per_user, REPEATED_JUDGEMENT, f"{repeat_count(items)} > 0", opts)
     positive = f"array_remove({rels}, 0.0D)"
+    if opts.gains:
+        # A mapped gain may be negative (trec_eval allows it): such grades are not in the ideal list.
+        positive = f"filter({rels}, j_r -> j_r > 0.0D)"
     ideal = f"sort_array({positive}, false)"
     if opts.largest_k is not None:
         ideal = f"slice({ideal}, 1, {int(opts.largest_k)})"

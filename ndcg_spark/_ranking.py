@@ -46,12 +46,30 @@ def ranked_lists(recs: DataFrame, opts: EvaluationOptions) -> DataFrame:
     tie averaging keeps whole tied groups already.
     """
     k = opts.largest_k
+    if opts.ideal == "candidates":
+        # The ideal list is read from every recommended item, so the whole list is kept; the
+        # scoring cuts the recommended side at k.
+        k = None
+    if positions_as_given(opts):
+        # The given ranks are the positions: the cut is on the rank itself (gaps count), and every
+        # row within it is collected, so a rank tie among them stops the run as usual.
+        positioned = recs.transform(with_position, opts)
+        cut = positioned if k is None else positioned.filter(f"{ORDER} <= {int(k)}")
+        return cut.transform(collect_lists, opts)
     peek = bool(opts.rank_col) and opts.on_invalid_rows == "error" and k is not None and opts.ties == "item"
     return (
         recs.transform(with_position, opts)
         .transform(filter_top_k, k + 1 if peek else k)
         .transform(collect_lists, opts, keep=k if peek else None)
     )
+
+
+def positions_as_given(opts: EvaluationOptions) -> bool:
+    """True when the rank column's values are the positions (``positions = "as_given"`` with a rank column).
+
+    Without a rank column there are no given positions: scores are ranked 1, 2, ...
+    """
+    return opts.positions == "as_given" and bool(opts.rank_col)
 
 
 def with_position(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
@@ -121,6 +139,11 @@ def rows_beyond_largest_k(recs: DataFrame, opts: EvaluationOptions) -> DataFrame
     if opts.largest_k is None:
         return recs.sparkSession.range(1).selectExpr("0L AS rows_beyond_k")
     keys = list_keys(recs.columns, opts)
+    if positions_as_given(opts):
+        # Ranks as given: the rows past k are those ranked past k, however many rows lie within it.
+        return recs.selectExpr(
+            f"CAST(count(CASE WHEN {ORDER} > {int(opts.largest_k)} THEN 1 END) AS BIGINT) AS rows_beyond_k"
+        )
     lengths = recs.groupBy(*[F.col(c) for c in keys]).agg(F.count(F.lit(1)).alias("__ndcg_rows"))
     return lengths.selectExpr(
         f"CAST(coalesce(sum(greatest(__ndcg_rows - {int(opts.largest_k)}, 0)), 0) AS BIGINT) AS rows_beyond_k"
