@@ -17,6 +17,8 @@ MODULES = [
     "ndcg_spark._scoring",
     "ndcg_spark._sql",
     "ndcg_spark.job.console",
+    "ndcg_spark.job.config",
+    "ndcg_spark.conventions",
 ]
 
 
