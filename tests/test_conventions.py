@@ -140,9 +140,12 @@ def test_sklearn_doctests_and_toy_examples(spark):
     grades = {1: SK_TRUE, 2: SK_TRUE, 3: SK_TRUE, 4: SK_TRUE, **toy, **ones, 30: [0, 1, 2, 3, 4], 31: [0, 1, 2, 3, 4]}
     result = evaluate(scored(spark, scores), graded(spark, grades), convention="sklearn", k=[1, 2, 4, None])
     rows = {(r.user_id, r.k): r for r in result.per_user.collect()}
-    assert round(rows[(1, None)].ndcg, 2) == 0.69 and round(rows[(1, None)].dcg, 2) == 9.49
-    assert round(rows[(1, 2)].dcg, 2) == 5.63
-    assert round(rows[(2, None)].ndcg, 2) == 0.49 and round(rows[(2, 4)].ndcg, 2) == 0.35
+    # scikit-learn's doctests compare floats to the digits written (pytest's NUMBER option).
+    assert rows[(1, None)].ndcg == pytest.approx(0.69, abs=0.01) and rows[(1, None)].dcg == pytest.approx(
+        9.49, abs=0.01
+    )
+    assert rows[(1, 2)].dcg == pytest.approx(5.63, abs=0.01)
+    assert rows[(2, None)].ndcg == pytest.approx(0.49, abs=0.01) and rows[(2, 4)].ndcg == pytest.approx(0.35, abs=0.01)
     assert rows[(3, 4)].ndcg == pytest.approx(1.0)
     assert rows[(4, 1)].ndcg == pytest.approx(0.75) and rows[(4, 1)].dcg == pytest.approx(7.5)
     positions = np.arange(2, 7)
@@ -222,7 +225,9 @@ def test_trec_eval_preset_on_trec_evals_own_test_files(spark, data_dir):
     judged document) and ``ndcg_cut_k``, per topic and averaged, from results.test and qrels.test."""
     results, qrels = trec_tables(spark, data_dir)
     got = figures(evaluate(results, qrels, convention="trec_eval", k=TREC_CUTOFFS))
-    expected = trec_ndcg_expected(data_dir / "trec_eval" / "out.test.aq")
+    expected = {
+        key: v for key, v in trec_ndcg_expected(data_dir / "trec_eval" / "out.test.aq").items() if key[0] != "all"
+    }
     assert len(expected) == 3 * len(TREC_CUTOFFS)
     for key, value in expected.items():
         assert got[key] == pytest.approx(value, abs=5e-5), key
@@ -245,7 +250,7 @@ def test_job_with_the_trec_eval_convention(spark, data_dir, tmp_path):
     means = {m["k"]: m["mean_ndcg"] for m in manifest["metrics"]}
     expected = trec_ndcg_expected(data_dir / "trec_eval" / "out.test.a")
     for k in (5, 10, 100, 1000, None):
-        assert means["all" if k is None else k] == pytest.approx(expected[("all", k)], abs=5e-5), k
+        assert means[k] == pytest.approx(expected[("all", k)], abs=5e-5), k
     settings = manifest["settings"]
     assert (settings["convention"], settings["whole_list"], settings["tie_break"]) == (
         "trec_eval",
