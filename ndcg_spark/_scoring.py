@@ -82,10 +82,13 @@ def with_gains(joined: DataFrame, opts: EvaluationOptions) -> DataFrame:
     hits. In the default mode the gains are computed per hit (:func:`hits_of`).
     """
     n = array_size(ITEMS)
-    if lists_run_past_k(opts):
+    if _judged.lists_run_past_k(opts):
         # Tied rows past the largest k were kept for their gains only (or, with the ideal from the
         # candidates, for their grades): they are not recommendations.
         n = f"least({n}, {int(opts.largest_k)})"
+        if positions_as_given(opts):
+            # Given ranks: the recommendations evaluated are those ranked within k, gaps or not.
+            n = f"(CASE WHEN {ORDERS} IS NULL THEN 0 ELSE size(filter({ORDERS}, n_o -> n_o <= {int(opts.largest_k)})) END)"
     extra = []
     if opts.ties == "average" or opts.companion_metrics:
         # Which positions hold an item's first occurrence, for the lists with a repeat only
@@ -111,10 +114,10 @@ def with_gains(joined: DataFrame, opts: EvaluationOptions) -> DataFrame:
         ]
     empty_items = f"CAST(array() AS {joined.schema[ITEMS].dataType.simpleString()})"
     repeats = _ranking.REPEATED
-    if lists_run_past_k(opts):
+    if _judged.lists_run_past_k(opts):
         # The repeats counted are those among the recommendations evaluated (the first k), not
         # in the tail kept for its gains or grades only.
-        repeats = repeat_count(f"slice({ITEMS}, 1, {int(opts.largest_k)})")
+        repeats = repeat_count(f"slice({ITEMS}, 1, {n})")
     return joined.selectExpr(
         *list_keys(joined.columns, opts),
         f"{n} AS n_recommended",
@@ -126,38 +129,11 @@ def with_gains(joined: DataFrame, opts: EvaluationOptions) -> DataFrame:
         f"coalesce({ITEMS}, {empty_items}) AS {ITEMS}",
         JUDGED_ITEMS,
         JUDGED_RELEVANCE,
-        f"{ideal_list(opts, n)} AS {IDEAL}",
+        f"{_judged.ideal_list(opts, n)} AS {IDEAL}",
         # Given ranks are the positions: the hits read them.
         *([ORDERS] if positions_as_given(opts) else []),
         *extra,
     )
-
-
-def lists_run_past_k(opts: EvaluationOptions) -> bool:
-    """True when the ranked lists hold rows past the largest k (tied groups, or every candidate)."""
-    return opts.largest_k is not None and (opts.ties == "average" or opts.ideal == "candidates")
-
-
-def ideal_list(opts: EvaluationOptions, n: str) -> str:
-    """SQL: the grades of the ideal list, largest first (``ideal``; ``n`` is the list's length).
-
-    ``"relevance"``: the judged grades above 0 (:mod:`ndcg_spark._judged`). ``"candidates"``: the
-    grades above 0 of the distinct recommended items, the whole list (scikit-learn's and
-    torchmetrics' ideal, from the scored rows' own labels). ``"k_relevant"``: k grades of 1
-    (RecTools' ideal with ``divide_by_achievable=False``; the list's length for the whole list).
-    """
-    empty = "CAST(array() AS array<double>)"
-    if opts.ideal == "k_relevant":
-        length = n if opts.largest_k is None else str(int(opts.largest_k))
-        return f"array_repeat(1.0D, {length})"
-    if opts.ideal == "candidates":
-        grade = f"element_at({JUDGED_RELEVANCE}, CAST(array_position({JUDGED_ITEMS}, i_x) AS INT))"
-        grades = f"filter(transform(array_intersect({ITEMS}, {JUDGED_ITEMS}), i_x -> {grade}), i_g -> i_g > 0.0D)"
-        ideal = f"sort_array({grades}, false)"
-        if opts.largest_k is not None:
-            ideal = f"slice({ideal}, 1, {int(opts.largest_k)})"
-        return f"coalesce({ideal}, {empty})"
-    return f"coalesce({IDEAL}, {empty})"
 
 
 def _position(index: str, opts: EvaluationOptions) -> str:

@@ -81,6 +81,11 @@ on_invalid_rows, cap_ideal_at_list_length
         The 95% interval of each mean NDCG.
     recommendations_layout, array_col, array_ranking
         Rows, or Spark ML's ``recommendForAllUsers`` arrays.
+    discount, log_base, ideal, positions, gains, whole_list
+        Other libraries' conventions (``docs/conventions.md``). ``gains`` is a mapping of grade to
+        gain (stored as sorted pairs).
+    convention : str, optional
+        A library's name: its preset fills every switch not given explicitly.
 
     Raises
     ------
@@ -92,6 +97,9 @@ on_invalid_rows, cap_ideal_at_list_length
     >>> opts = EvaluationOptions(k=[10, 5, None], gain="exponential")
     >>> opts.k, opts.largest_k
     ((5, 10, None), None)
+    >>> opts = EvaluationOptions(convention="sklearn", k=5)
+    >>> opts.ideal, opts.ties, EvaluationOptions(convention="sklearn", ties="item").ties
+    ('candidates', 'average', 'item')
     >>> EvaluationOptions(gain="log")
     Traceback (most recent call last):
     ...

@@ -152,6 +152,7 @@ def test_sklearn_doctests_and_toy_examples(spark):
     assert [rows[(u, None)].dcg for u in toy] == pytest.approx(list(3 / np.log2(positions)))
     assert [rows[(u, None)].ndcg for u in toy] == pytest.approx(list(1 / np.log2(positions)))
     assert np.mean([rows[(u, None)].ndcg for u in toy]) == pytest.approx((1 / np.log2(positions)).mean())
+    assert np.mean([rows[(u, None)].dcg for u in toy]) == pytest.approx((3 / np.log2(positions)).mean())
     assert [rows[(u, None)].dcg for u in ones] == pytest.approx([(3 / np.log2(np.arange(2, 9))).sum()] * 5)
     assert [rows[(u, None)].ndcg for u in ones] == pytest.approx([1.0] * 5)
     discounts = 1 / np.log2(np.arange(2, 7))
@@ -203,7 +204,8 @@ def test_sklearn_live_on_random_tied_grades(spark):
         judged_items = rng.choice(30, size=10, replace=False)
         rels[u] = {f"i{j:02d}": int(rng.integers(0, 4)) for j in judged_items}
     rels[3] = {i: 0 for i in rels[3]}  # a user with nothing relevant: 0 in scikit-learn
-    cutoffs = [1, 3, 5, None]
+    # Finite cutoffs up to 20 are summed on the list's row (the whole list, in the doctests, by rows).
+    cutoffs = [1, 3, 5, 10]
     rows = []
     for u, scores in recs.items():
         items = sorted(scores)
