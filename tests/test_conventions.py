@@ -351,7 +351,11 @@ def test_rectools_doctest_and_tests(spark):
     calc_truth = list(zip([1, 2, 3, 3, 3, 4, 5, 5, 5, 5], [1, 1, 1, 2, 3, 1, 1, 2, 3, 4]))
     recs = spark.createDataFrame(doc + calc, RANKED)
     rel = spark.createDataFrame([(u, i, 1.0) for u, i in doc_truth + calc_truth], REL_INT)
-    got = figures(evaluate(recs, rel, convention="rectools", rank_col="rank", k=[1, 3]))
+    result = evaluate(recs, rel, convention="rectools", rank_col="rank", k=[1, 3])
+    got = figures(result)
+    # Ranks past k are counted from the ranks themselves, gaps or not; user 6 is left out.
+    rows = result.accounting.first()
+    assert (rows.recommendations_used, rows.recommendations_beyond_k, rows.recommendations_excluded) == (17, 4, 1)
     idcg_3 = 1 / np.log2(2) + 1 / np.log2(3) + 1 / np.log2(4)
     assert [got[(u, 1)] for u in (101, 102, 103, 104)] == [0.0, 1.0, 1.0, 1.0]
     assert [got[(u, 3)] for u in (101, 102, 103, 104)] == pytest.approx([0.0, 0.46927873, 0.70391809, 1.0], abs=1e-8)
