@@ -303,7 +303,9 @@ def test_ranx_metrics_tests(spark, gain):
 def test_ranx_live_on_random_untied_grades(spark):
     """Per user, to 1e-9: ranx's ``ndcg@k`` and ``ndcg`` (k = 0: the whole run against every relevant
     judgement) on untied scores against the ``ranx`` preset. ranx orders tied scores by the order the
-    run was built in, which a table does not have; the preset breaks ties by item (``tie_break``)."""
+    run was built in, which a table does not have; the preset breaks ties by item (``tie_break``).
+    ranx is not a test dependency (its first call compiles with numba for about a minute on 2 cores):
+    the test runs where it is installed."""
     ranx = pytest.importorskip("ranx")
     recs, rels = random_graded(seed=5, users=25, list_length=12, judged_per_user=10)
     cutoffs = [1, 3, 5, 10]
