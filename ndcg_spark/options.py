@@ -205,7 +205,9 @@ on_invalid_rows, cap_ideal_at_list_length
         POSITIONS,
     )
     gains: Tuple[Tuple[float, float], ...] = _opt(
-        (), "Map of grade to gain applied before the gain function, e.g. {0 = 0, 1 = 1, 2 = 5} (trec_eval's ndcg.2=5)."
+        (),
+        "Map of grade to gain applied before the gain function: {0 = 0, 1 = 1, 2 = 5} in TOML, 0:0,1:1,2:5 as a flag "
+        "(trec_eval's ndcg.2=5).",
     )
     whole_list: str = _opt(
         "list_length",
