@@ -22,9 +22,10 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from ndcg_spark import _ranking
 from ndcg_spark._inputs import ITEM, REL
 from ndcg_spark._rules import REPEATED_JUDGEMENT, guard_lists
-from ndcg_spark._sql import ident, repeat_count
+from ndcg_spark._sql import gain_mapped, ident, repeat_count
 from ndcg_spark.options import EvaluationOptions
 
 JUDGED_ITEMS = "__ndcg_judged_items"
@@ -46,6 +47,10 @@ def judged_lists(rel: DataFrame, opts: EvaluationOptions) -> DataFrame:
     """
     user = ident(opts.user_col)
     items, rels = JUDGED_ITEMS, JUDGED_RELEVANCE
+    if opts.gains:
+        # The map of grade to gain replaces each grade before anything reads it (the gain
+        # function, the ideal list, the counts), as trec_eval's ndcg gain parameters do.
+        rel = rel.selectExpr(user, ITEM, f"{gain_mapped(REL, opts.gains)} AS {REL}")
     # Only the two lists (and what an option needs) are aggregated: every further aggregate
     # costs a per-row update in the aggregation, while counts over the lists are computed once
     # per user below.
@@ -65,6 +70,9 @@ def judged_lists(rel: DataFrame, opts: EvaluationOptions) -> DataFrame:
         # Every row past the guard has no repeat, so the count above is 0 without computing it again.
         per_user = guard_lists(per_user, REPEATED_JUDGEMENT, f"{repeat_count(items)} > 0", opts)
     positive = f"array_remove({rels}, 0.0D)"
+    if opts.gains:
+        # A mapped gain may be negative (trec_eval allows it): such grades are not in the ideal list.
+        positive = f"filter({rels}, j_r -> j_r > 0.0D)"
     ideal = f"sort_array({positive}, false)"
     if opts.largest_k is not None:
         ideal = f"slice({ideal}, 1, {int(opts.largest_k)})"
@@ -88,3 +96,33 @@ def is_relevant(relevance: str, opts: EvaluationOptions) -> str:
     if opts.relevance_threshold is None:
         return f"({relevance} > 0.0D)"
     return f"({relevance} >= CAST({float(opts.relevance_threshold)!r} AS DOUBLE))"
+
+
+def lists_run_past_k(opts: EvaluationOptions) -> bool:
+    """True when the ranked lists hold rows past the largest k (tied groups, or every candidate)."""
+    return opts.largest_k is not None and (opts.ties == "average" or opts.ideal == "candidates")
+
+
+def ideal_list(opts: EvaluationOptions, n: str) -> str:
+    """SQL, on a joined row (the ranked list with the judged list): the grades of the ideal list,
+    largest first, as the ``ideal`` option says (``n`` is SQL for the list's length).
+
+    ``"relevance"``: the judged grades above 0 (:data:`IDEAL`). ``"candidates"``: the
+    grades above 0 of the distinct recommended items, the whole list (scikit-learn's and
+    torchmetrics' ideal, from the scored rows' own labels). ``"k_relevant"``: k grades of 1
+    (RecTools' ideal with ``divide_by_achievable=False``; the list's length for the whole list).
+    """
+    empty = "CAST(array() AS array<double>)"
+    if opts.ideal == "k_relevant":
+        length = n if opts.largest_k is None else str(int(opts.largest_k))
+        return f"array_repeat(1.0D, {length})"
+    if opts.ideal == "candidates":
+        grade = f"element_at({JUDGED_RELEVANCE}, CAST(array_position({JUDGED_ITEMS}, i_x) AS INT))"
+        grades = (
+            f"filter(transform(array_intersect({_ranking.ITEMS}, {JUDGED_ITEMS}), i_x -> {grade}), i_g -> i_g > 0.0D)"
+        )
+        ideal = f"sort_array({grades}, false)"
+        if opts.largest_k is not None:
+            ideal = f"slice({ideal}, 1, {int(opts.largest_k)})"
+        return f"coalesce({ideal}, {empty})"
+    return f"coalesce({IDEAL}, {empty})"

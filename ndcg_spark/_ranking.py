@@ -49,14 +49,32 @@ def ranked_lists(recs: DataFrame, opts: EvaluationOptions, entered: Optional[Row
     tie averaging keeps whole tied groups already.
     """
     k = opts.largest_k
-    peek = bool(opts.rank_col) and opts.on_invalid_rows == "error" and k is not None and opts.ties == "item"
     if entered is not None:
         recs, _ = counted(recs, entered)
+    if opts.ideal == "candidates":
+        # The ideal list is read from every recommended item, so the whole list is kept; the
+        # scoring cuts the recommended side at k.
+        k = None
+    if positions_as_given(opts):
+        # The given ranks are the positions: the cut is on the rank itself (gaps count), and every
+        # row within it is collected, so a rank tie among them stops the run as usual.
+        positioned = recs.transform(with_position, opts)
+        cut = positioned if k is None else positioned.filter(f"{ORDER} <= {int(k)}")
+        return cut.transform(collect_lists, opts)
+    peek = bool(opts.rank_col) and opts.on_invalid_rows == "error" and k is not None and opts.ties == "item"
     return (
         recs.transform(with_position, opts)
         .transform(filter_top_k, k + 1 if peek else k)
         .transform(collect_lists, opts, keep=k if peek else None)
     )
+
+
+def positions_as_given(opts: EvaluationOptions) -> bool:
+    """True when the rank column's values are the positions (``positions = "as_given"`` with a rank column).
+
+    Without a rank column there are no given positions: scores are ranked 1, 2, ...
+    """
+    return opts.positions == "as_given" and bool(opts.rank_col)
 
 
 def with_position(df: DataFrame, opts: EvaluationOptions) -> DataFrame:

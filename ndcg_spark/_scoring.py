@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 from ndcg_spark import _judged, _ranking
 from ndcg_spark._inputs import list_keys
 from ndcg_spark._judged import IDEAL, JUDGED_ITEMS, JUDGED_RELEVANCE, N_RELEVANT, N_RELEVANT_BINARY, is_relevant
-from ndcg_spark._ranking import ITEMS, ORDERS
+from ndcg_spark._ranking import ITEMS, ORDERS, positions_as_given
 from ndcg_spark._sql import (
     array_size,
     discount,
@@ -82,9 +82,13 @@ def with_gains(joined: DataFrame, opts: EvaluationOptions) -> DataFrame:
     hits. In the default mode the gains are computed per hit (:func:`hits_of`).
     """
     n = array_size(ITEMS)
-    if opts.ties == "average" and opts.largest_k is not None:
-        # Tied rows past the largest k were kept for their gains only; they are not recommendations.
+    if _judged.lists_run_past_k(opts):
+        # Tied rows past the largest k were kept for their gains only (or, with the ideal from the
+        # candidates, for their grades): they are not recommendations.
         n = f"least({n}, {int(opts.largest_k)})"
+        if positions_as_given(opts):
+            # Given ranks: the recommendations evaluated are those ranked within k, gaps or not.
+            n = f"(CASE WHEN {ORDERS} IS NULL THEN 0 ELSE size(filter({ORDERS}, n_o -> n_o <= {int(opts.largest_k)})) END)"
     extra = []
     if opts.ties == "average" or opts.companion_metrics:
         # Which positions hold an item's first occurrence, for the lists with a repeat only
@@ -104,15 +108,16 @@ def with_gains(joined: DataFrame, opts: EvaluationOptions) -> DataFrame:
             f"transform({ITEMS}, h_x -> CAST({is_relevant(relevance_of('h_x'), opts)} AS DOUBLE))", FIRSTS
         )
         extra += [
-            f"filter(transform({hits}, (h_h, h_i) -> CASE WHEN h_h > 0 THEN h_i + 1 END), h_p -> h_p IS NOT NULL) AS {HITS}",
+            f"filter(transform({hits}, (h_h, h_i) -> CASE WHEN h_h > 0 THEN {_position('h_i', opts)} END), "
+            f"h_p -> h_p IS NOT NULL) AS {HITS}",
             f"coalesce({N_RELEVANT_BINARY}, 0) AS {N_RELEVANT_BINARY}",
         ]
     empty_items = f"CAST(array() AS {joined.schema[ITEMS].dataType.simpleString()})"
     repeats = _ranking.REPEATED
-    if opts.ties == "average" and opts.largest_k is not None:
+    if _judged.lists_run_past_k(opts):
         # The repeats counted are those among the recommendations evaluated (the first k), not
-        # in the tied tail kept for its gains only.
-        repeats = repeat_count(f"slice({ITEMS}, 1, {int(opts.largest_k)})")
+        # in the tail kept for its gains or grades only.
+        repeats = repeat_count(f"slice({ITEMS}, 1, {n})")
     return joined.selectExpr(
         *list_keys(joined.columns, opts),
         f"{n} AS n_recommended",
@@ -124,9 +129,18 @@ def with_gains(joined: DataFrame, opts: EvaluationOptions) -> DataFrame:
         f"coalesce({ITEMS}, {empty_items}) AS {ITEMS}",
         JUDGED_ITEMS,
         JUDGED_RELEVANCE,
-        f"coalesce({IDEAL}, CAST(array() AS array<double>)) AS {IDEAL}",
+        f"{_judged.ideal_list(opts, n)} AS {IDEAL}",
+        # Given ranks are the positions: the hits read them.
+        *([ORDERS] if positions_as_given(opts) else []),
         *extra,
     )
+
+
+def _position(index: str, opts: EvaluationOptions) -> str:
+    """SQL: the 1-based position of the list element at 0-based ``index``: ``index + 1``, or its given rank."""
+    if positions_as_given(opts):
+        return f"CAST(element_at({ORDERS}, {index} + 1) AS INT)"
+    return f"{index} + 1"
 
 
 def relevance_of(item: str) -> str:
@@ -176,13 +190,16 @@ def hits_of(opts: EvaluationOptions) -> str:
     """
     empty = "CAST(array() AS array<struct<p: int, g: double>>)"
     if opts.ties == "average":
-        terms = f"transform({GAINS}, (h_g, h_i) -> named_struct('p', h_i + 1, 'g', h_g))"
+        terms = f"transform({GAINS}, (h_g, h_i) -> named_struct('p', {_position('h_i', opts)}, 'g', h_g))"
         return f"coalesce(filter({terms}, h_t -> h_t.g <> 0.0D), {empty})"
     # A hit is always judged, so one array_position (not relevance_of's two) finds its grade.
     grade = f"element_at({JUDGED_RELEVANCE}, CAST(array_position({JUDGED_ITEMS}, h_x) AS INT))"
+    position = f"CAST(array_position({ITEMS}, h_x) AS INT)"
+    if positions_as_given(opts):
+        position = f"CAST(element_at({ORDERS}, {position}) AS INT)"
     terms = (
         f"transform(array_intersect({ITEMS}, {JUDGED_ITEMS}), h_x -> named_struct("
-        f"'p', CAST(array_position({ITEMS}, h_x) AS INT), 'g', {gain(grade, opts.gain)}))"
+        f"'p', {position}, 'g', {gain(grade, opts.gain)}))"
     )
     # array_intersect is null for a user without judgements (or without recommendations).
     return f"coalesce({terms}, {empty})"
@@ -210,6 +227,20 @@ def companion_metrics(hit_positions: str, n_relevant: str, cut: str) -> Dict[str
 
 def _cut(k: Optional[int]) -> str:
     return "n_recommended" if k is None else str(int(k))
+
+
+def _recommended_cut(k: Optional[int], opts: EvaluationOptions) -> str:
+    """SQL: the last position of the recommended side at cutoff ``k`` (given ranks may pass the list's length)."""
+    return str(2**31 - 1) if k is None and positions_as_given(opts) else _cut(k)
+
+
+def _whole_ideal(k: Optional[int], opts: EvaluationOptions) -> bool:
+    """True when the ideal list is read whole: the whole-list cutoff under ``whole_list = "all_judged"``."""
+    return k is None and opts.whole_list == "all_judged" and not opts.cap_ideal_at_list_length
+
+
+def _discount(position: str, opts: EvaluationOptions) -> str:
+    return discount(position, opts.discount, opts.log_base)
 
 
 def _ideal_cut(cut: str, opts: EvaluationOptions) -> str:
@@ -268,7 +299,7 @@ def with_cutoffs(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
         f"{dcg} AS dcg",
         f"{idcg} AS idcg",
         *[f"{pick(name)} AS {name}" for name in (COMPANION_COLUMNS if opts.companion_metrics else ())],
-        f"CASE WHEN {idcg} > 0 THEN {dcg} / {idcg} ELSE 0.0D END AS ndcg",
+        f"CASE WHEN {idcg} > 0 THEN {dcg} / {idcg} ELSE {'1.0D' if opts.zero_idcg == 'one' else '0.0D'} END AS ndcg",
     )
 
 
@@ -290,7 +321,7 @@ def _sums_unrolled(with_hits: DataFrame, kept: List[str], opts: EvaluationOption
         )
 
     def ideal_term(i: int) -> str:
-        return f"coalesce({_ideal_gain(str(i), opts)}, 0.0D) * {discount(str(i))}"
+        return f"coalesce({_ideal_gain(str(i), opts)}, 0.0D) * {_discount(str(i), opts)}"
 
     sums = []
     for j, k in enumerate(opts.cutoffs):
@@ -303,7 +334,7 @@ def _sums_unrolled(with_hits: DataFrame, kept: List[str], opts: EvaluationOption
         ]
         sums += [
             f"{within(int(k), 'u_h.g')} AS {_at('cg', j)}",
-            f"{within(int(k), '(u_h.g * ' + discount('u_h.p') + ')')} AS {_at('dcg', j)}",
+            f"{within(int(k), '(u_h.g * ' + _discount('u_h.p', opts) + ')')} AS {_at('dcg', j)}",
             " + ".join(ideal_terms) + f" AS {_at('idcg', j)}",
         ]
     return with_hits.selectExpr(*kept, *sums)
@@ -331,15 +362,16 @@ def _sums_exploded(with_hits: DataFrame, kept: List[str], opts: EvaluationOption
         row,
         f"{hit}.p AS __ndcg_p",
         f"{hit}.g AS __ndcg_g",
-        f"{hit}.g * {discount(f'{hit}.p')} AS __ndcg_dg",
-        f"{_ideal_gain(row, opts)} * {discount(row)} AS __ndcg_idg",
+        f"{hit}.g * {_discount(f'{hit}.p', opts)} AS __ndcg_dg",
+        f"{_ideal_gain(row, opts)} * {_discount(row, opts)} AS __ndcg_idg",
     )
     sums = []
     for j, k in enumerate(opts.cutoffs):
-        cut = _cut(k)
+        cut = _recommended_cut(k, opts)
+        ideal_within = "true" if _whole_ideal(k, opts) else f"{row} <= {_ideal_cut(_cut(k), opts)}"
         sums += [
             f"sum(CASE WHEN __ndcg_p <= {cut} THEN __ndcg_g END) AS {_at('cg', j)}",
             f"sum(CASE WHEN __ndcg_p <= {cut} THEN __ndcg_dg END) AS {_at('dcg', j)}",
-            f"sum(CASE WHEN {row} <= {_ideal_cut(cut, opts)} THEN __ndcg_idg END) AS {_at('idcg', j)}",
+            f"sum(CASE WHEN {ideal_within} THEN __ndcg_idg END) AS {_at('idcg', j)}",
         ]
     return rows.groupBy(*[F.col(c) for c in kept]).agg(*[F.expr(e) for e in sums])

@@ -56,9 +56,44 @@ def gain(relevance: str, kind: str = "linear") -> str:
     raise ValueError(f"unknown gain {kind!r}")
 
 
-def discount(position: str) -> str:
-    """The positional discount ``1 / log2(position + 1)`` for 1-based positions."""
-    return f"(1.0D / log2({position} + 1))"
+def discount(position: str, kind: str = "log2", base: float = 2.0) -> str:
+    """The positional discount of a 1-based position: ``1 / log_b(position + 1)`` (``"log2"``), or
+    LensKit's ``1 / log_b(max(position, 2))`` (``"lenskit"``: positions 1 and 2 weigh the same).
+
+    Base 2 uses ``log2``; another base divides natural logarithms, as scikit-learn's ``log_base``.
+
+    Examples
+    --------
+    >>> discount("p")
+    '(1.0D / log2(p + 1))'
+    >>> discount("p", "lenskit", 10.0)
+    '(1.0D / (ln(greatest(p, 2)) / ln(10.0D)))'
+    >>> [round(spark.range(1).selectExpr(discount(str(i), "lenskit") + " AS d").first().d, 4) for i in (1, 2, 3)]
+    [1.0, 1.0, 0.6309]
+    """
+    if kind == "log2":
+        argument = f"{position} + 1"
+    elif kind == "lenskit":
+        argument = f"greatest({position}, 2)"
+    else:
+        raise ValueError(f"unknown discount {kind!r}")
+    if float(base) == 2.0:
+        return f"(1.0D / log2({argument}))"
+    return f"(1.0D / (ln({argument}) / ln({float(base)!r}D)))"
+
+
+def gain_mapped(relevance: str, gains: tuple) -> str:
+    """SQL: ``relevance`` through a map of grade to gain (``((grade, gain), ...)``); other grades as they are.
+
+    Examples
+    --------
+    >>> gain_mapped("r", ((1.0, 3.0), (2.0, 9.0)))
+    '(CASE r WHEN 1.0D THEN 3.0D WHEN 2.0D THEN 9.0D ELSE r END)'
+    """
+    if not gains:
+        return relevance
+    cases = " ".join(f"WHEN {float(g)!r}D THEN {float(v)!r}D" for g, v in gains)
+    return f"(CASE {relevance} {cases} ELSE {relevance} END)"
 
 
 def array_size(values: str) -> str:

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Optional, Tuple
 
+from ndcg_spark.conventions import PRESETS, preset_values
 from ndcg_spark.errors import ConfigError
 
 GAINS = ("linear", "exponential")
-ZERO_IDCG_POLICIES = ("zero", "exclude")
+ZERO_IDCG_POLICIES = ("zero", "exclude", "one")
 NO_RECOMMENDATIONS_POLICIES = ("include", "exclude")
 DUPLICATE_RELEVANCE_POLICIES = ("error", "max")
 TIE_BREAKS = ("item_ascending", "item_descending")
@@ -27,6 +29,10 @@ CONFIDENCE_INTERVALS = ("normal", "bootstrap")
 LAYOUTS = ("rows", "array")
 ARRAY_RANKINGS = ("score", "order")
 INVALID_ROWS_POLICIES = ("error", "quarantine")
+DISCOUNTS = ("log2", "lenskit")
+IDEALS = ("relevance", "candidates", "k_relevant")
+POSITIONS = ("renumber", "as_given")
+WHOLE_LIST_MEANINGS = ("list_length", "all_judged")
 
 #: How the whole-list cutoff (``None`` in Python) is written in configs, flags and tables.
 WHOLE_LIST = "all"
@@ -49,7 +55,7 @@ def _opt(default: Any, help: str, choices: Optional[Tuple[str, ...]] = None) -> 
     return field(default=default, metadata={"help": help, "choices": choices})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class EvaluationOptions:
     """What to compute and how; validated on construction.
 
@@ -75,6 +81,11 @@ on_invalid_rows, cap_ideal_at_list_length
         The 95% interval of each mean NDCG.
     recommendations_layout, array_col, array_ranking
         Rows, or Spark ML's ``recommendForAllUsers`` arrays.
+    discount, log_base, ideal, positions, gains, whole_list
+        Other libraries' conventions (``docs/conventions.md``). ``gains`` is a mapping of grade to
+        gain (stored as sorted pairs).
+    convention : str, optional
+        A library's name: its preset fills every switch not given explicitly.
 
     Raises
     ------
@@ -86,6 +97,9 @@ on_invalid_rows, cap_ideal_at_list_length
     >>> opts = EvaluationOptions(k=[10, 5, None], gain="exponential")
     >>> opts.k, opts.largest_k
     ((5, 10, None), None)
+    >>> opts = EvaluationOptions(convention="sklearn", k=5)
+    >>> opts.ideal, opts.ties, EvaluationOptions(convention="sklearn", ties="item").ties
+    ('candidates', 'average', 'item')
     >>> EvaluationOptions(gain="log")
     Traceback (most recent call last):
     ...
@@ -110,7 +124,8 @@ on_invalid_rows, cap_ideal_at_list_length
     )
     zero_idcg: str = _opt(
         "zero",
-        "Users with no positive relevance (IDCG = 0): 'zero' scores them NDCG 0.0, 'exclude' leaves them out.",
+        "Users with no positive relevance (IDCG = 0): 'zero' scores them NDCG 0.0, 'exclude' leaves them out, "
+        "'one' scores them 1.0 (torchmetrics' empty_target_action='pos').",
         ZERO_IDCG_POLICIES,
     )
     no_recommendations: str = _opt(
@@ -172,10 +187,59 @@ on_invalid_rows, cap_ideal_at_list_length
         "In the 'array' layout, rank by the score field ('score') or by position in the array ('order').",
         ARRAY_RANKINGS,
     )
+    discount: str = _opt(
+        "log2",
+        "Positional discount: 'log2' is 1/log(i+1), 'lenskit' is 1/log(max(i, 2)) (ranks 1 and 2 weigh the same).",
+        DISCOUNTS,
+    )
+    log_base: float = _opt(2.0, "Base of the discount's logarithm: changes DCG values, not NDCG (e.g. 10, or e).")
+    ideal: str = _opt(
+        "relevance",
+        "The ideal list: 'relevance' (the user's judged items), 'candidates' (the user's recommended items and "
+        "their grades only, as scikit-learn and torchmetrics), or 'k_relevant' (k positions of gain 1, RecTools).",
+        IDEALS,
+    )
+    positions: str = _opt(
+        "renumber",
+        "With rank_col: 'renumber' ranks 1, 2, ... in rank order; 'as_given' takes the ranks as positions (gaps count).",
+        POSITIONS,
+    )
+    gains: Tuple[Tuple[float, float], ...] = _opt(
+        (),
+        "Map of grade to gain applied before the gain function: {0 = 0, 1 = 1, 2 = 5} in TOML, 0:0,1:1,2:5 as a flag "
+        "(trec_eval's ndcg.2=5).",
+    )
+    whole_list: str = _opt(
+        "list_length",
+        "Meaning of k = all: 'list_length' (each user's list, the ideal cut at its length) or 'all_judged' "
+        "(the whole ranking against an ideal over every judged item, as trec_eval's ndcg).",
+        WHOLE_LIST_MEANINGS,
+    )
+    convention: Optional[str] = _opt(
+        None,
+        "Preset of every convention switch from one library (spark, trec_eval, ir_measures, sklearn, torchmetrics, "
+        "ranx, recommenders, rectools, lenskit, replay, cornac, recbole, implicit); explicit options override it.",
+    )
+
+    def __init__(self, **values: Any) -> None:
+        # Written by hand so that a preset (``convention``) fills only the options not given.
+        check_known_keys(values, self.names(), "option")
+        preset = preset_values(values.get("convention"))
+        for f in dataclasses.fields(self):
+            value = values[f.name] if f.name in values else preset.get(f.name, f.default)
+            object.__setattr__(self, f.name, value)
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "k", _cutoffs(self.k))
         object.__setattr__(self, "group_by", _column_names(self.group_by))
+        object.__setattr__(self, "gains", _gain_map(self.gains))
+        if self.convention is not None and self.convention not in PRESETS:
+            raise ConfigError(f"convention = {self.convention!r} is not one of {', '.join(PRESETS)}")
+        base = self.log_base
+        if isinstance(base, bool) or not isinstance(base, (int, float)) or not math.isfinite(base) or base <= 1:
+            raise ConfigError(f"log_base must be a number above 1, got {base!r}")
+        object.__setattr__(self, "log_base", float(base))
         for f in dataclasses.fields(self):
             choices = f.metadata.get("choices")
             value = getattr(self, f.name)
@@ -224,8 +288,13 @@ on_invalid_rows, cap_ideal_at_list_length
         return cls(**values)
 
     def updated(self, **changes: Any) -> EvaluationOptions:
-        """A copy with ``changes`` applied (unknown names refused, as by :meth:`from_mapping`)."""
+        """A copy with ``changes`` applied (unknown names refused, as by :meth:`from_mapping`).
+
+        A new ``convention`` lays its preset over these options, then the other changes over it.
+        """
         check_known_keys(changes, self.names(), "option")
+        if changes.get("convention"):
+            return dataclasses.replace(self, **{**preset_values(changes["convention"]), **changes})
         return dataclasses.replace(self, **changes)
 
 
@@ -253,6 +322,22 @@ def _column_names(value: Any) -> Tuple[str, ...]:
     if any(not isinstance(n, str) or not n for n in names):
         raise ConfigError(f"group_by must be a list of column names, got {value!r}")
     return names
+
+
+def _gain_map(value: Any) -> Tuple[Tuple[float, float], ...]:
+    """``{grade: gain}`` (or pairs) as sorted ``((grade, gain), ...)`` of finite floats."""
+    pairs = list(value.items()) if isinstance(value, Mapping) else list(value or ())
+    out = {}
+    for pair in pairs:
+        ok = isinstance(pair, (tuple, list)) and len(pair) == 2
+        if ok:
+            ok = all(not isinstance(x, bool) and isinstance(x, (int, float)) and math.isfinite(x) for x in pair)
+        if not ok:
+            raise ConfigError(
+                f"gains must map numeric grades to numeric gains, e.g. {{0: 0, 1: 1, 2: 5}}, got {value!r}"
+            )
+        out[float(pair[0])] = float(pair[1])
+    return tuple(sorted(out.items()))
 
 
 def _cutoffs(value: Any) -> Tuple[Cutoff, ...]:

@@ -95,3 +95,15 @@ def trec_expected(path, per_topic):
         if parts and parts[0].startswith("ndcg_cut_"):
             expected[(parts[1], int(parts[0].rsplit("_", 1)[1]))] = float(parts[2])
     return {key: v for key, v in expected.items() if (key[0] != "all") == per_topic}
+
+
+def trec_ndcg_expected(path):
+    """{(topic, k): figure} of trec_eval's ``ndcg_cut_k`` lines and, as k None, its ``ndcg`` line (no cutoff)."""
+    expected = {}
+    for line in path.read_text().splitlines():
+        parts = line.split()
+        if parts and parts[0] == "ndcg":
+            expected[(parts[1], None)] = float(parts[2])
+        elif parts and parts[0].startswith("ndcg_cut_"):
+            expected[(parts[1], int(parts[0].rsplit("_", 1)[1]))] = float(parts[2])
+    return expected

@@ -19,6 +19,7 @@ MODULES = [
     "ndcg_spark.job.console",
     "ndcg_spark.job.config",
     "ndcg_spark.reading",
+    "ndcg_spark.conventions",
 ]
 
 

@@ -11,6 +11,7 @@ import argparse
 import dataclasses
 import datetime
 import difflib
+import math
 import os
 import tomllib
 from dataclasses import dataclass, field
@@ -151,6 +152,8 @@ class JobConfig:
         settings = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "options"}
         options = dataclasses.asdict(self.options)
         options["k"] = [k if k is not None else k_label(k) for k in self.options.cutoffs]
+        # JSON keys are strings: the map of grade to gain as {"2": 5.0}, as written in TOML.
+        options["gains"] = {_number_text(grade): gain for grade, gain in self.options.gains}
         return {**settings, **options}
 
 
@@ -180,6 +183,10 @@ def option_value(name: str, value: Any) -> Any:
         return tuple(n.strip() for n in value.split(",") if n.strip())
     if name == "group_by" and isinstance(value, list):
         return tuple(value)
+    if name == "gains":
+        return parse_gains(value)
+    if name == "log_base" and isinstance(value, str):
+        return parse_log_base(value)
     if not isinstance(value, str):
         return value
     if kind in ("bool", bool):
@@ -192,6 +199,48 @@ def option_value(name: str, value: Any) -> Any:
         except ValueError:
             raise ConfigError(f"relevance_threshold must be a number, got {value!r}") from None
     return value
+
+
+def parse_gains(value: Any) -> Tuple[Tuple[float, float], ...]:
+    """The map of grade to gain: a TOML table ``{0 = 0, 2 = 5}`` (keys are strings there) or a flag
+    ``"0:0,2:5"`` (``=`` also accepted, as trec_eval's ``ndcg.2=5``).
+
+    Examples
+    --------
+    >>> parse_gains("0:0, 2=5")
+    ((0.0, 0.0), (2.0, 5.0))
+    >>> parse_gains({"1": 3, "2": 9.5})
+    ((1.0, 3.0), (2.0, 9.5))
+    """
+    if isinstance(value, str):
+        items = [part.replace("=", ":").split(":") for part in value.split(",") if part.strip()]
+    elif isinstance(value, dict):
+        items = [[key, gain] for key, gain in value.items()]
+    else:
+        raise ConfigError(f"gains must be a table of grade = gain, e.g. {{0 = 0, 1 = 1, 2 = 5}}, got {value!r}")
+    pairs = []
+    for item in items:
+        try:
+            if len(item) != 2 or isinstance(item[1], bool):
+                raise ValueError
+            pairs.append((float(str(item[0]).strip()), float(str(item[1]).strip())))
+        except ValueError:
+            raise ConfigError(f"gains must map grades to gains, e.g. 0:0,1:1,2:5; got {value!r}") from None
+    return tuple(sorted(pairs))
+
+
+def parse_log_base(text: str) -> float:
+    """A logarithm's base as written in a flag: a number, or ``e``."""
+    if text.strip().lower() == "e":
+        return math.e
+    try:
+        return float(text)
+    except ValueError:
+        raise ConfigError(f"log_base must be a number above 1 (or e), got {text!r}") from None
+
+
+def _number_text(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(value)
 
 
 def parse_bool(text: str, name: str = "value") -> bool:
