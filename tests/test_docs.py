@@ -17,6 +17,7 @@ MODULES = [
     "ndcg_spark._scoring",
     "ndcg_spark._sql",
     "ndcg_spark.job.console",
+    "ndcg_spark.ml",
 ]
 
 
