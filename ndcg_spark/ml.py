@@ -25,7 +25,7 @@ from pyspark.ml.evaluation import Evaluator
 from pyspark.ml.param import Param, Params, TypeConverters
 from pyspark.ml.param.shared import HasLabelCol, HasPredictionCol
 from pyspark.ml.util import DefaultParamsReadable, DefaultParamsWritable
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -212,7 +212,7 @@ def _array_tables(dataset: DataFrame, opts: EvaluationOptions) -> Tuple[DataFram
     ranked = F.col(ident(prediction))
     if not isinstance(predicted, T.StructType):
         # RankingEvaluator's shape: bare items, first is best.
-        ranked = F.transform(ranked, lambda x: F.struct(x.alias(item)))
+        ranked = F.transform(ranked, lambda x: F.struct(_item_key(x, predicted).alias(item)))
     recs = dataset.select(F.col(ident(user)), ranked.alias(_RANKED))
     labels = dataset.schema[label].dataType
     if isinstance(labels, T.MapType):
@@ -229,10 +229,18 @@ def _array_tables(dataset: DataFrame, opts: EvaluationOptions) -> Tuple[DataFram
         )
     elif isinstance(labels, T.ArrayType):
         # RankingEvaluator's shape: the relevant items, each relevance 1.
-        pairs = dataset.select(F.col(ident(user)), F.explode(F.col(ident(label))).alias(item), F.lit(1.0).alias(_LABEL))
+        pairs = dataset.select(F.col(ident(user)), F.explode(F.col(ident(label))).alias("__e")).select(
+            F.col(ident(user)), _item_key(F.col("__e"), labels.elementType).alias(item), F.lit(1.0).alias(_LABEL)
+        )
     else:
         raise InputDataError(
             f"NdcgEvaluator: with array predictions, labels {label!r} must be an array or a map, "
             f"not {labels.simpleString()}"
         )
     return recs, pairs
+
+
+def _item_key(item: Column, dtype: T.DataType) -> Column:
+    """An item of RankingEvaluator's ``array<double>`` as its text (Spark's cast), so it can be a
+    key: both arrays are read the same way, so ``3.0`` in one matches ``3.0`` in the other."""
+    return item.cast("string") if isinstance(dtype, (T.FloatType, T.DoubleType)) else item
