@@ -18,6 +18,7 @@ MODULES = [
     "ndcg_spark._sql",
     "ndcg_spark.job.console",
     "ndcg_spark.ml",
+    "ndcg_spark._stats",
 ]
 
 
