@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from pyspark.ml import Pipeline
 from pyspark.ml.evaluation import RankingEvaluator
+from pyspark.ml.feature import SQLTransformer
 from pyspark.ml.recommendation import ALS
-from pyspark.ml.tuning import ParamGridBuilder, TrainValidationSplit
+from pyspark.ml.tuning import CrossValidator, CrossValidatorModel, ParamGridBuilder, TrainValidationSplit
 from pyspark.sql import functions as F
 
 from ndcg_spark import evaluate
@@ -143,3 +144,26 @@ def test_train_validation_split_selects_the_als_rank_with_the_best_ndcg(spark, d
     assert abs(figures[0] - figures[1]) > 1e-4  # the grid's points differ, so the choice means something
     best = max(range(len(grid)), key=lambda j: figures[j])
     assert tuned.bestModel.stages[-1].rank == grid[best][als.rank]
+
+
+def test_cross_validator_over_a_pipeline_keeps_the_better_ranking(spark, tmp_path):
+    """Two 'models' in a Pipeline: one ranks by the label itself (NDCG 1 for every user), one
+    by its opposite. CrossValidator with NdcgEvaluator keeps the first; the tuned model, with
+    its evaluator, is saved and read back."""
+    rows = [(u, i, float((u * 7 + i * 3) % 5)) for u in range(8) for i in range(6)]
+    frame = spark.createDataFrame(rows, "user int, item int, label double")
+    scorer = SQLTransformer()
+    grid = [
+        {scorer.statement: "SELECT *, -label AS prediction FROM __THIS__"},
+        {scorer.statement: "SELECT *, label AS prediction FROM __THIS__"},
+    ]
+    evaluator = NdcgEvaluator(k=3)
+    tuned = CrossValidator(
+        estimator=Pipeline(stages=[scorer]), estimatorParamMaps=grid, evaluator=evaluator, numFolds=2, seed=3
+    ).fit(frame)
+    assert tuned.avgMetrics[1] == 1.0 and tuned.avgMetrics[0] < 0.9
+    assert tuned.bestModel.stages[0].getStatement() == grid[1][scorer.statement]
+    tuned.save(str(tmp_path / "tuned"))
+    loaded = CrossValidatorModel.load(str(tmp_path / "tuned"))
+    assert isinstance(loaded.getEvaluator(), NdcgEvaluator) and loaded.getEvaluator().getK() == 3
+    assert loaded.avgMetrics == tuned.avgMetrics
