@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from pyspark.sql import Column, DataFrame
@@ -107,10 +107,15 @@ def compare(
     (2, 1, 1, 0.1845)
     """
     opts = resolve(options, option_values)
+    scored = [evaluate(recs, relevance, opts, user_attributes=user_attributes).scored for recs in (baseline, candidate)]
+    return paired(scored[0], scored[1], opts)
+
+
+def paired(baseline_scored: DataFrame, candidate_scored: DataFrame, opts: EvaluationOptions) -> ComparisonResult:
+    """The comparison of two models' :attr:`EvaluationResult.scored <ndcg_spark.EvaluationResult.scored>` frames."""
     keys = [*opts.group_by, opts.user_col, "k"]
     sides = []
-    for name, recs in (("baseline", baseline), ("candidate", candidate)):
-        scored = evaluate(recs, relevance, opts, user_attributes=user_attributes).scored
+    for name, scored in (("baseline", baseline_scored), ("candidate", candidate_scored)):
         sides.append(
             scored.select(
                 *[F.col(ident(c)) for c in keys],
@@ -179,14 +184,16 @@ PAIRINGS = ("baseline", "all")
 
 @dataclass(frozen=True)
 class ModelComparison:
-    """The outcome of :func:`compare_models`: one :class:`ComparisonResult` per pair of models.
+    """The outcome of :func:`compare_models`: one :class:`ComparisonResult` per pair of models,
+    each made by :func:`paired` from the two models' per-user figures.
 
     Attributes
     ----------
     pairs : list of (str, str)
         (baseline, candidate) model names, in the order compared.
-    results : list of ComparisonResult
-        The paired comparison of each pair, in the order of ``pairs``.
+    scored : dict of str to DataFrame
+        Each model's :attr:`EvaluationResult.scored <ndcg_spark.EvaluationResult.scored>`
+        (every model is evaluated once, whatever the number of pairs it is in).
     correction : {"holm", "bonferroni"}
         The multiple-testing correction of :meth:`report`.
     options : EvaluationOptions
@@ -194,9 +201,23 @@ class ModelComparison:
     """
 
     pairs: List[Tuple[str, str]]
-    results: List[ComparisonResult]
+    scored: Dict[str, DataFrame]
     correction: str
     options: EvaluationOptions
+
+    @property
+    def results(self) -> List[ComparisonResult]:
+        """The paired comparison of each pair, in the order of ``pairs``."""
+        return [paired(self.scored[a], self.scored[b], self.options) for a, b in self.pairs]
+
+    def persist(self) -> ModelComparison:
+        """Cache each model's per-user figures, so every pair and output reads them once."""
+        return replace(self, scored={name: df.persist() for name, df in self.scored.items()})
+
+    def unpersist(self) -> None:
+        """Drop the caches of :meth:`persist`."""
+        for df in self.scored.values():
+            df.unpersist()
 
     @property
     def per_user(self) -> DataFrame:
@@ -252,9 +273,10 @@ def compare_models(
 ) -> ModelComparison:
     """Compare the NDCG of N models against one baseline, or every pair of them.
 
-    Each pair is compared as :func:`compare` compares two models (so two models give its
-    figures), and the pairs' p-values at each segment and k are corrected for testing them
-    together.
+    Each model is evaluated once; each pair is then compared as :func:`compare` compares two
+    models (so two models give its figures), and the pairs' p-values at each segment and k are
+    corrected for testing them together. ``persist()`` caches the models' per-user figures
+    when several outputs are read.
 
     Parameters
     ----------
@@ -317,8 +339,10 @@ def compare_models(
     else:
         first = baseline if baseline is not None else names[0]
         chosen = [(first, name) for name in names if name != first]
-    results = [compare(tables[a], tables[b], relevance, opts, user_attributes=user_attributes) for a, b in chosen]
-    return ModelComparison(pairs=chosen, results=results, correction=correction, options=opts)
+    scored = {
+        name: evaluate(df, relevance, opts, user_attributes=user_attributes).scored for name, df in tables.items()
+    }
+    return ModelComparison(pairs=chosen, scored=scored, correction=correction, options=opts)
 
 
 def _models_by_name(

@@ -103,16 +103,15 @@ def compare_main(spark, config: JobConfig) -> Dict[str, Any]:
         pairs=config.pairs,
         correction=config.correction,
         user_attributes=attributes,
-    )
+    ).persist()
     part = config.partition_spec
-    per_user = result.per_user.persist()
     try:
-        explain_input_errors(per_user.count, list(models.values()), rel, opts)
-        storage.check_partition_column(part, per_user, result.summary)
-        storage.write_table(per_user, config.output, "per_user", part)
+        explain_input_errors(lambda: [df.count() for df in result.scored.values()], list(models.values()), rel, opts)
+        storage.check_partition_column(part, result.per_user, result.summary)
+        storage.write_table(result.per_user, config.output, "per_user", part)
         rows = result.report()
     finally:
-        per_user.unpersist()
+        result.unpersist()
     if rows:
         storage.write_table(spark.createDataFrame(rows), config.output, "comparison", part)
     if config.report:
