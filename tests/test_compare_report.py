@@ -14,6 +14,7 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
 from ndcg_spark import compare_models, evaluate
+from ndcg_spark._stats import adjust_p_values
 from ndcg_spark.compare import compare
 from ndcg_spark.errors import EXIT_OK, ConfigError, InputDataError
 from ndcg_spark.job import run
@@ -166,6 +167,21 @@ def test_two_models_give_the_figures_of_compare(three_models):
     ] == single
     # One pair per family: nothing to correct.
     assert [r["p_value_adjusted"] for r in many] == [r["p_value"] for r in single]
+
+
+@pytest.mark.parametrize("method", ["holm", "bonferroni"])
+def test_corrections_match_statsmodels_on_random_families(method):
+    """Families of 1 to 12 p-values, with ties, exact 0 and 1, and missing tests left out of m."""
+    rng = np.random.default_rng(17)
+    for size in range(1, 13):
+        p_values = list(rng.choice([0.0, 0.001, 0.02, 0.02, 0.3, 1.0], size=3)) + list(rng.random(size))
+        missing = sorted(rng.choice(len(p_values), size=2, replace=False))
+        with_gaps = [None if i in missing else p for i, p in enumerate(p_values)]
+        present = [p for p in with_gaps if p is not None]
+        expected = iter(multipletests(present, method=method)[1])
+        adjusted = adjust_p_values(with_gaps, method)
+        assert [a is None for a in adjusted] == [p is None for p in with_gaps]
+        assert [a for a in adjusted if a is not None] == pytest.approx(list(expected), abs=1e-15)
 
 
 def test_compare_models_refuses_what_it_cannot_pair(spark, three_models):
