@@ -3,7 +3,7 @@
 The public API is what ``__all__`` names; every other module and name is private.
 """
 
-from ndcg_spark.compare import ComparisonResult, compare
+from ndcg_spark.compare import ComparisonResult, ModelComparison, compare, compare_models
 from ndcg_spark.errors import ConfigError, InputDataError, NdcgError, QualityGateFailed
 from ndcg_spark.evaluation import EvaluationResult, evaluate
 from ndcg_spark.options import EvaluationOptions
@@ -16,10 +16,12 @@ __all__ = [
     "EvaluationOptions",
     "EvaluationResult",
     "InputDataError",
+    "ModelComparison",
     "NdcgError",
     "QualityGateFailed",
     "TableReport",
     "compare",
+    "compare_models",
     "evaluate",
     "read_table",
     "validate",

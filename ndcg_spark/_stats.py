@@ -1,4 +1,5 @@
-"""The paired t-test of ``compare``: Student's t from the regularized incomplete beta function.
+"""The paired t-test of ``compare``: Student's t from the regularized incomplete beta function;
+and the multiple-testing corrections of ``compare_models`` (Holm, Bonferroni).
 
 Pure Python on the few summary numbers per (segment, k); nothing per user.
 """
@@ -6,7 +7,9 @@ Pure Python on the few summary numbers per (segment, k); nothing per user.
 from __future__ import annotations
 
 import math
-from typing import Dict, Optional
+from typing import Dict, List, Optional, Sequence
+
+CORRECTIONS = ("holm", "bonferroni")
 
 
 def paired_t_test(n: int, mean: Optional[float], std: Optional[float]) -> Dict[str, Optional[float]]:
@@ -72,3 +75,33 @@ def regularized_incomplete_beta(a: float, b: float, x: float) -> float:
         if abs(c * d - 1.0) < 1e-16:
             break
     return math.exp(log_front) * f / a
+
+
+def adjust_p_values(p_values: Sequence[Optional[float]], method: str = "holm") -> List[Optional[float]]:
+    """The family's p-values corrected for testing them together, in their order.
+
+    ``"bonferroni"``: min(1, m p). ``"holm"`` (step-down): the i-th smallest becomes
+    min(1, max over j <= i of (m - j + 1) p_(j)), as statsmodels' ``multipletests``. A missing
+    p-value (a test that could not be run) stays missing and is not counted in m.
+
+    Examples
+    --------
+    >>> adjust_p_values([0.01, 0.04, None, 0.03])
+    [0.03, 0.06, None, 0.06]
+    >>> adjust_p_values([0.01, 0.04, 0.03], "bonferroni")
+    [0.03, 0.12, 0.09]
+    """
+    if method not in CORRECTIONS:
+        raise ValueError(f"correction = {method!r} is not one of {', '.join(CORRECTIONS)}")
+    present = [i for i, p in enumerate(p_values) if p is not None]
+    m = len(present)
+    adjusted: List[Optional[float]] = [None] * len(p_values)
+    if method == "bonferroni":
+        for i in present:
+            adjusted[i] = min(1.0, m * p_values[i])
+        return adjusted
+    running = 0.0
+    for rank, i in enumerate(sorted(present, key=lambda i: p_values[i])):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted

@@ -1,4 +1,5 @@
-"""Paired comparison of two models against one relevance table.
+"""Paired comparison of two models against one relevance table, and of N models
+(:func:`compare_models`: against a baseline or every pair, with a multiple-testing correction).
 
 Per user and k the two NDCG values are paired (``candidate - baseline``); per segment and k the
 summary reports both means, the mean paired difference with its 95% interval, a paired t-test
@@ -8,15 +9,18 @@ small per-(segment, k) summary is collected to turn t statistics into p-values.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+import functools
+import itertools
+from dataclasses import dataclass, replace
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ndcg_spark._sql import ident
-from ndcg_spark._stats import paired_t_test
+from ndcg_spark._stats import CORRECTIONS, adjust_p_values, paired_t_test
 from ndcg_spark._summary import EXCLUDED, excluded, join_null_safe
+from ndcg_spark.errors import ConfigError, InputDataError
 from ndcg_spark.evaluation import evaluate
 from ndcg_spark.options import EvaluationOptions, resolve
 
@@ -103,10 +107,15 @@ def compare(
     (2, 1, 1, 0.1845)
     """
     opts = resolve(options, option_values)
+    scored = [evaluate(recs, relevance, opts, user_attributes=user_attributes).scored for recs in (baseline, candidate)]
+    return paired(scored[0], scored[1], opts)
+
+
+def paired(baseline_scored: DataFrame, candidate_scored: DataFrame, opts: EvaluationOptions) -> ComparisonResult:
+    """The comparison of two models' :attr:`EvaluationResult.scored <ndcg_spark.EvaluationResult.scored>` frames."""
     keys = [*opts.group_by, opts.user_col, "k"]
     sides = []
-    for name, recs in (("baseline", baseline), ("candidate", candidate)):
-        scored = evaluate(recs, relevance, opts, user_attributes=user_attributes).scored
+    for name, scored in (("baseline", baseline_scored), ("candidate", candidate_scored)):
         sides.append(
             scored.select(
                 *[F.col(ident(c)) for c in keys],
@@ -166,3 +175,199 @@ def _summarize_pairs(per_user: DataFrame, opts: EvaluationOptions) -> DataFrame:
         )
         .orderBy(*[F.col(ident(c)).asc_nulls_last() for c in (*opts.group_by, "k")])
     )
+
+
+# ----------------------------------------------------------------------------- many models
+
+PAIRINGS = ("baseline", "all")
+
+
+@dataclass(frozen=True)
+class ModelComparison:
+    """The outcome of :func:`compare_models`: one :class:`ComparisonResult` per pair of models,
+    each made by :func:`paired` from the two models' per-user figures.
+
+    Attributes
+    ----------
+    pairs : list of (str, str)
+        (baseline, candidate) model names, in the order compared.
+    scored : dict of str to DataFrame
+        Each model's :attr:`EvaluationResult.scored <ndcg_spark.EvaluationResult.scored>`
+        (every model is evaluated once, whatever the number of pairs it is in).
+    correction : {"holm", "bonferroni"}
+        The multiple-testing correction of :meth:`report`.
+    options : EvaluationOptions
+        The options every model was evaluated with.
+    """
+
+    pairs: List[Tuple[str, str]]
+    scored: Dict[str, DataFrame]
+    correction: str
+    options: EvaluationOptions
+
+    @property
+    def results(self) -> List[ComparisonResult]:
+        """The paired comparison of each pair, in the order of ``pairs``."""
+        return [paired(self.scored[a], self.scored[b], self.options) for a, b in self.pairs]
+
+    def persist(self) -> ModelComparison:
+        """Cache each model's per-user figures, so every pair and output reads them once."""
+        return replace(self, scored={name: df.persist() for name, df in self.scored.items()})
+
+    def unpersist(self) -> None:
+        """Drop the caches of :meth:`persist`."""
+        for df in self.scored.values():
+            df.unpersist()
+
+    @property
+    def per_user(self) -> DataFrame:
+        """Every pair's paired figures under ``baseline_model`` and ``candidate_model`` columns."""
+        return _with_pair_names(self.pairs, [r.per_user for r in self.results])
+
+    @property
+    def summary(self) -> DataFrame:
+        """Every pair's :attr:`ComparisonResult.summary` under ``baseline_model`` and
+        ``candidate_model`` columns (without p-values: :meth:`report` adds them)."""
+        return _with_pair_names(self.pairs, [r.summary for r in self.results])
+
+    def report(self) -> List[Dict[str, Any]]:
+        """Each pair's :meth:`ComparisonResult.report` rows with the model names and
+        ``p_value_adjusted``: the p-value corrected across the pairs compared at the same
+        segment and k (the family), by Holm's step-down method or Bonferroni's.
+
+        The pairs' summaries are collected in one action (a few rows per pair); the t-tests and
+        the correction run on the driver over those rows.
+        """
+        keys = (*self.options.group_by, "k")
+        summaries = [r.summary.withColumn("__pair", F.lit(i)) for i, r in enumerate(self.results)]
+        collected = _with_pair_names(self.pairs, summaries).collect()
+        # The order of the summary (segments, then k, nulls last) within each pair, pairs in order.
+        collected.sort(key=lambda row: (row["__pair"], *[(row[c] is None, row[c]) for c in keys]))
+        rows = []
+        for row in collected:
+            record = row.asDict()
+            del record["__pair"]
+            record.update(paired_t_test(record["pairs"], record["mean_difference"], record["std_difference"]))
+            rows.append(record)
+        families: Dict[tuple, List[int]] = {}
+        for i, row in enumerate(rows):
+            families.setdefault(tuple(row[c] for c in keys), []).append(i)
+        for members in families.values():
+            adjusted = adjust_p_values([rows[i]["p_value"] for i in members], self.correction)
+            for i, p in zip(members, adjusted):
+                rows[i]["p_value_adjusted"] = p
+        return rows
+
+
+def compare_models(
+    models: Union[Mapping[str, DataFrame], DataFrame],
+    relevance: DataFrame,
+    options: Optional[EvaluationOptions] = None,
+    *,
+    model_col: Optional[str] = None,
+    baseline: Optional[str] = None,
+    pairs: str = "baseline",
+    correction: str = "holm",
+    user_attributes: Optional[DataFrame] = None,
+    **option_values: Any,
+) -> ModelComparison:
+    """Compare the NDCG of N models against one baseline, or every pair of them.
+
+    Each model is evaluated once; each pair is then compared as :func:`compare` compares two
+    models (so two models give its figures), and the pairs' p-values at each segment and k are
+    corrected for testing them together. ``persist()`` caches the models' per-user figures
+    when several outputs are read.
+
+    Parameters
+    ----------
+    models : mapping of str to DataFrame, or DataFrame
+        The models' recommendations by name (in the order to compare), or one table with the
+        model's name in ``model_col`` (the names sorted).
+    relevance : DataFrame
+        The ground truth every model is judged against.
+    options : EvaluationOptions, optional
+        Applied to every model; the defaults when omitted.
+    model_col : str, optional
+        With one table: the column naming the model of each row (read as a string).
+    baseline : str, optional
+        The model the others are compared with (``pairs = "baseline"``); the first by default.
+    pairs : {"baseline", "all"}
+        Every model against ``baseline``, or every pair (the earlier model as the baseline side).
+    correction : {"holm", "bonferroni"}
+        The multiple-testing correction of the p-values across the pairs.
+    user_attributes : DataFrame, optional
+        One row per user with segment columns named in ``group_by``.
+    **option_values
+        Fields of :class:`~ndcg_spark.EvaluationOptions` to set (over ``options``).
+
+    Returns
+    -------
+    ModelComparison
+        ``pairs``, ``per_user``, ``summary`` and ``report()`` (with corrected p-values).
+
+    Raises
+    ------
+    ConfigError
+        Fewer than two models, an unknown baseline, pairing or correction.
+    InputDataError
+        A missing model column or a null model name; and as :func:`ndcg_spark.evaluate`.
+
+    Examples
+    --------
+    >>> schema = "user_id int, item_id string, score double"
+    >>> a = spark.createDataFrame([(1, "x", 0.9), (1, "y", 0.8), (2, "z", 0.9)], schema)
+    >>> b = spark.createDataFrame([(1, "y", 0.9), (1, "x", 0.8), (2, "z", 0.9)], schema)
+    >>> c = spark.createDataFrame([(1, "x", 0.9), (2, "w", 0.9)], schema)
+    >>> rel = spark.createDataFrame([(1, "y", 1.0), (2, "z", 1.0)], "user_id int, item_id string, relevance double")
+    >>> result = compare_models({"a": a, "b": b, "c": c}, rel, k=[2], pairs="all")
+    >>> [(r["baseline_model"], r["candidate_model"], round(r["mean_difference"], 4)) for r in result.report()]
+    [('a', 'b', 0.1845), ('a', 'c', -0.8155), ('b', 'c', -1.0)]
+    """
+    opts = resolve(options, option_values)
+    if pairs not in PAIRINGS:
+        raise ConfigError(f"pairs = {pairs!r} is not one of {', '.join(PAIRINGS)}")
+    if correction not in CORRECTIONS:
+        raise ConfigError(f"correction = {correction!r} is not one of {', '.join(CORRECTIONS)}")
+    tables = _models_by_name(models, model_col)
+    names = list(tables)
+    if len(names) < 2:
+        raise ConfigError(f"compare needs at least two models, got {len(names)}: {', '.join(names) or 'none'}")
+    if baseline is not None and baseline not in tables:
+        raise ConfigError(f"baseline model {baseline!r} is not among the models: {', '.join(names)}")
+    if pairs == "all":
+        chosen = list(itertools.combinations(names, 2))
+    else:
+        first = baseline if baseline is not None else names[0]
+        chosen = [(first, name) for name in names if name != first]
+    scored = {
+        name: evaluate(df, relevance, opts, user_attributes=user_attributes).scored for name, df in tables.items()
+    }
+    return ModelComparison(pairs=chosen, scored=scored, correction=correction, options=opts)
+
+
+def _models_by_name(
+    models: Union[Mapping[str, DataFrame], DataFrame], model_col: Optional[str]
+) -> Dict[str, DataFrame]:
+    """{name: recommendations}: the mapping as given, or one table split by its model column."""
+    if not isinstance(models, DataFrame):
+        if model_col is not None:
+            raise ConfigError("model_col names a column of one table; give the models as a table, not a mapping")
+        return {str(name): df for name, df in models.items()}
+    if model_col is None:
+        raise ConfigError("give the models as {name: table}, or one table with model_col")
+    if model_col not in models.columns:
+        raise InputDataError(f"recommendations table has no column {model_col!r} (it has: {', '.join(models.columns)})")
+    name = F.col(ident(model_col)).cast("string")
+    # The model names are a handful of values: collected once to build the pairs.
+    found = sorted((r[0] for r in models.select(name).distinct().collect()), key=lambda v: (v is None, v))
+    if found and found[-1] is None:
+        raise InputDataError(f"recommendations column {model_col!r} is null in some rows: every row needs its model")
+    return {value: models.filter(name == value).drop(model_col) for value in found}
+
+
+def _with_pair_names(pairs: List[Tuple[str, str]], frames: List[DataFrame]) -> DataFrame:
+    named = [
+        df.select(F.lit(a).alias("baseline_model"), F.lit(b).alias("candidate_model"), "*")
+        for (a, b), df in zip(pairs, frames)
+    ]
+    return functools.reduce(DataFrame.unionByName, named)

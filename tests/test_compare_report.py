@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import subprocess
@@ -10,10 +11,12 @@ import numpy as np
 import pytest
 from pyspark.sql import functions as F
 from scipy import stats
+from statsmodels.stats.multitest import multipletests
 
-from ndcg_spark import evaluate
+from ndcg_spark import compare_models, evaluate
+from ndcg_spark._stats import adjust_p_values
 from ndcg_spark.compare import compare
-from ndcg_spark.errors import EXIT_OK
+from ndcg_spark.errors import EXIT_OK, ConfigError, InputDataError
 from ndcg_spark.job import run
 from tests.helpers import frames, random_graded
 
@@ -107,6 +110,142 @@ def test_compare_command_line_with_a_model_column(spark, two_models, tmp_path, c
 def test_compare_needs_a_candidate(tmp_path, capsys):
     assert run(["compare", "--recommendations", "x/", "--relevance", "y/", "--output", str(tmp_path / "o")]) == 2
     assert "compare needs --candidate" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def three_models(spark, two_models):
+    baseline, candidate, rel = two_models
+    recs, _ = random_graded(seed=31, users=50)
+    rng = np.random.default_rng(5)
+    # v3 keeps most of the baseline's order: a small difference, so p-values spread out.
+    third = {u: {i: s + rng.normal(0, 0.5) for i, s in m.items()} for u, m in recs.items()}
+    third_df, _ = frames(spark, third, {})
+    return {"prod": baseline, "v2": candidate, "v3": third_df}, rel
+
+
+def per_user_ndcg(recs, rel, cutoffs):
+    """{k: {user: NDCG@k}} from evaluate, one model at a time."""
+    ndcg = {k: {} for k in cutoffs}
+    for r in evaluate(recs, rel, k=cutoffs).per_user.collect():
+        ndcg[r.k][r.user_id] = r.ndcg
+    return ndcg
+
+
+def test_three_models_against_a_baseline_with_holm_p_values_as_statsmodels(three_models):
+    models, rel = three_models
+    result = compare_models(models, rel, k=[5, 10], baseline="prod")
+    assert result.pairs == [("prod", "v2"), ("prod", "v3")]
+    rows = result.report()
+    assert [(r["baseline_model"], r["candidate_model"], r["k"]) for r in rows] == [
+        ("prod", "v2", 5),
+        ("prod", "v2", 10),
+        ("prod", "v3", 5),
+        ("prod", "v3", 10),
+    ]
+    by_model = {name: per_user_ndcg(recs, rel, [5, 10]) for name, recs in models.items()}
+    for k in (5, 10):
+        ndcg = {name: figures[k] for name, figures in by_model.items()}
+        users = sorted(ndcg["prod"])
+        # Independent p-values (scipy's paired t-test), then statsmodels' Holm over the two pairs at this k.
+        p_values = [
+            stats.ttest_rel([ndcg[name][u] for u in users], [ndcg["prod"][u] for u in users]).pvalue
+            for name in ("v2", "v3")
+        ]
+        rejected, holm, _, _ = multipletests(p_values, alpha=0.05, method="holm")
+        at_k = [r for r in rows if r["k"] == k]
+        assert [r["p_value"] for r in at_k] == pytest.approx(p_values, abs=1e-9)
+        assert [r["p_value_adjusted"] for r in at_k] == pytest.approx(list(holm), abs=1e-9)
+        assert holm[0] != pytest.approx(p_values[0])  # the correction changed something
+
+
+def test_two_models_give_the_figures_of_compare(three_models):
+    models, rel = three_models
+    single = compare(models["prod"], models["v3"], rel, k=[5, None]).report()
+    many = compare_models({"prod": models["prod"], "v3": models["v3"]}, rel, k=[5, None]).report()
+    assert [
+        {k: v for k, v in r.items() if k not in ("baseline_model", "candidate_model", "p_value_adjusted")} for r in many
+    ] == single
+    # One pair per family: nothing to correct.
+    assert [r["p_value_adjusted"] for r in many] == [r["p_value"] for r in single]
+
+
+@pytest.mark.parametrize("method", ["holm", "bonferroni"])
+def test_corrections_match_statsmodels_on_random_families(method):
+    """Families of 1 to 12 p-values, with ties, exact 0 and 1, and missing tests left out of m."""
+    rng = np.random.default_rng(17)
+    for size in range(1, 13):
+        p_values = list(rng.choice([0.0, 0.001, 0.02, 0.02, 0.3, 1.0], size=3)) + list(rng.random(size))
+        missing = sorted(rng.choice(len(p_values), size=2, replace=False))
+        with_gaps = [None if i in missing else p for i, p in enumerate(p_values)]
+        present = [p for p in with_gaps if p is not None]
+        expected = iter(multipletests(present, method=method)[1])
+        adjusted = adjust_p_values(with_gaps, method)
+        assert [a is None for a in adjusted] == [p is None for p in with_gaps]
+        assert [a for a in adjusted if a is not None] == pytest.approx(list(expected), abs=1e-15)
+
+
+def test_compare_models_refuses_what_it_cannot_pair(spark, three_models):
+    models, rel = three_models
+    with pytest.raises(ConfigError, match="baseline model 'nope' is not among the models: prod, v2, v3"):
+        compare_models(models, rel, baseline="nope")
+    with pytest.raises(ConfigError, match="at least two models, got 1"):
+        compare_models({"prod": models["prod"]}, rel)
+    with pytest.raises(ConfigError, match="correction = 'sidak'"):
+        compare_models(models, rel, correction="sidak")
+    one_table = spark.createDataFrame(
+        [("a", 1, "x", 0.5), (None, 1, "y", 0.4)], "model string, user_id int, item_id string, score double"
+    )
+    with pytest.raises(InputDataError, match="'model' is null in some rows"):
+        compare_models(one_table, rel, model_col="model")
+
+
+def test_compare_command_line_all_pairs_by_segment_with_bonferroni(spark, three_models, tmp_path, capsys):
+    models, rel = three_models
+    one_table = functools.reduce(
+        lambda a, b: a.unionByName(b), [df.withColumn("model", F.lit(name)) for name, df in models.items()]
+    )
+    one_table.write.parquet(str(tmp_path / "recs"))
+    rel.write.parquet(str(tmp_path / "rel"))
+    attributes = spark.createDataFrame(
+        [(u, "odd" if u % 2 else "even") for u in range(50)], "user_id int, parity string"
+    )
+    attributes.write.parquet(str(tmp_path / "attrs"))
+    out = tmp_path / "out"
+    argv = ["compare", "--recommendations", str(tmp_path / "recs"), "--model-col", "model", "--pairs", "all"]
+    argv += ["--correction", "bonferroni", "--relevance", str(tmp_path / "rel"), "--output", str(out), "--k", "5"]
+    argv += ["--user-attributes", str(tmp_path / "attrs"), "--group-by", "parity"]
+    assert run(argv) == EXIT_OK
+    assert "p_adjusted" in capsys.readouterr().out
+    rows = json.loads((out / "comparison.json").read_text())["comparison"]
+    assert sorted((r["baseline_model"], r["candidate_model"], r["parity"]) for r in rows) == [
+        (a, b, parity) for a, b in (("prod", "v2"), ("prod", "v3"), ("v2", "v3")) for parity in ("even", "odd")
+    ]
+    for parity in ("even", "odd"):
+        family = [r for r in rows if r["parity"] == parity]
+        expected = multipletests([r["p_value"] for r in family], method="bonferroni")[1]
+        assert [r["p_value_adjusted"] for r in family] == pytest.approx(list(expected), abs=1e-12)
+    assert spark.read.parquet(str(out / "comparison")).count() == 6
+    page = (out / "report.html").read_text()
+    assert 'id="comparison"' in page and page.count('class="pair"') == 6
+
+
+def test_compare_command_line_with_several_candidate_tables(spark, three_models, tmp_path):
+    models, rel = three_models
+    for name, df in models.items():
+        df.write.parquet(str(tmp_path / name))
+    rel.write.parquet(str(tmp_path / "rel"))
+    out = tmp_path / "out"
+    argv = ["compare", "--baseline", str(tmp_path / "prod"), "--candidate", str(tmp_path / "v2")]
+    argv += ["--candidate", str(tmp_path / "v3"), "--relevance", str(tmp_path / "rel"), "--output", str(out)]
+    assert run([*argv, "--k", "10", "--report", "false"]) == EXIT_OK
+    manifest = json.loads((out / "comparison.json").read_text())
+    rows = manifest["comparison"]
+    assert [(r["baseline_model"], r["candidate_model"]) for r in rows] == [
+        (str(tmp_path / "prod"), str(tmp_path / name)) for name in ("v2", "v3")
+    ]
+    holm = multipletests([r["p_value"] for r in rows], method="holm")[1]
+    assert [r["p_value_adjusted"] for r in rows] == pytest.approx(list(holm), abs=1e-12)
+    assert set(manifest["input_rows"]) == {str(tmp_path / name) for name in models}
 
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed (.ci/run installs it)")

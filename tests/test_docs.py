@@ -20,6 +20,8 @@ MODULES = [
     "ndcg_spark.job.config",
     "ndcg_spark.reading",
     "ndcg_spark.conventions",
+    "ndcg_spark.ml",
+    "ndcg_spark._stats",
 ]
 
 

@@ -17,6 +17,8 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from ndcg_spark._stats import CORRECTIONS
+from ndcg_spark.compare import PAIRINGS
 from ndcg_spark.errors import ConfigError
 from ndcg_spark.options import WHOLE_LIST, Cutoff, EvaluationOptions, check_known_keys, k_label
 from ndcg_spark.reading import FORMATS, ROLES
@@ -42,9 +44,9 @@ class JobConfig:
     user_attributes: Optional[str] = None
     remote: Optional[str] = None
     report: bool = True
-    # `ndcg-spark compare` only: the candidate table (the baseline is `recommendations`), or a
-    # model column with the two model names when both live in `recommendations`.
-    candidate: Optional[str] = None
+    # `ndcg-spark compare` only: the candidate table or tables (the baseline is `recommendations`),
+    # or a model column with the model names when all live in `recommendations`.
+    candidate: Optional[Any] = None
     model_col: Optional[str] = None
     baseline_model: Optional[str] = None
     candidate_model: Optional[str] = None
@@ -56,6 +58,9 @@ class JobConfig:
     recommendations_schema: Optional[str] = None
     relevance_schema: Optional[str] = None
     user_attributes_schema: Optional[str] = None
+    # `ndcg-spark compare`: which pairs, and the correction of their p-values.
+    pairs: str = "baseline"
+    correction: str = "holm"
     options: EvaluationOptions = field(default_factory=EvaluationOptions)
 
     def __post_init__(self) -> None:
@@ -63,6 +68,9 @@ class JobConfig:
             value = getattr(self, name)
             if value is not None and value not in FORMATS:
                 raise ConfigError(f"{name} = {value!r} is not one of {', '.join(FORMATS)}")
+        for name, choices in (("pairs", PAIRINGS), ("correction", CORRECTIONS)):
+            if getattr(self, name) not in choices:
+                raise ConfigError(f"{name} = {getattr(self, name)!r} is not one of {', '.join(choices)}")
         if self.user_attributes and self.input_format("user_attributes") == "trec":
             raise ConfigError("user attributes cannot be read as trec; set user_attributes_format")
         if self.remote and self.master:
@@ -109,6 +117,19 @@ class JobConfig:
             # Spark's file listing skips such directories: the run would be written but never read.
             raise ConfigError(f"partition = {self.partition!r}: a partition column may not start with '.' or '_'")
         return (key, value)
+
+    @property
+    def candidates(self) -> Tuple[str, ...]:
+        """The candidate tables of ``compare`` (``candidate`` is one path or a list of them)."""
+        values = [self.candidate] if isinstance(self.candidate, str) else list(self.candidate or ())
+        if any(not isinstance(v, str) or not v.strip() for v in values):
+            raise ConfigError(f"candidate must be a path or table, or a list of them, got {self.candidate!r}")
+        return tuple(values)
+
+    @property
+    def candidate_models(self) -> Tuple[str, ...]:
+        """The candidate model names of ``compare --model-col`` ("v2,v3"), empty for all others."""
+        return tuple(n.strip() for n in str(self.candidate_model or "").split(",") if n.strip())
 
     @property
     def gates(self) -> List[Tuple[Cutoff, float]]:
@@ -268,6 +289,11 @@ def load_toml(path: str) -> Dict[str, Any]:
         value = data.get(key)
         if isinstance(value, str) and value.startswith(("./", "../")):
             data[key] = os.path.normpath(os.path.join(base, value))
+        elif isinstance(value, list):  # compare's candidate tables
+            data[key] = [
+                os.path.normpath(os.path.join(base, v)) if isinstance(v, str) and v.startswith(("./", "../")) else v
+                for v in value
+            ]
     return data
 
 
@@ -312,21 +338,34 @@ def build_parser(compare: bool = False) -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="ndcg-spark compare" if compare else "ndcg-spark",
         description=(
-            "Paired comparison of two models' NDCG@k: means, mean difference with its 95% interval, "
-            "paired t-test p-value, wins/ties/losses."
+            "Paired comparison of models' NDCG@k, against a baseline or every pair: means, mean difference "
+            "with its 95% interval, paired t-test p-value (and corrected across the pairs), wins/ties/losses."
             if compare
             else "Per-user and mean NDCG@k of recommendations against graded relevance, on Spark. "
-            "'ndcg-spark compare --help' compares two models."
+            "'ndcg-spark compare --help' compares models."
         ),
     )
     if compare:
         parser.add_argument("--baseline", dest="recommendations", help="Path or table of the baseline model.")
-        parser.add_argument("--candidate", help="Path or table of the candidate model.")
+        parser.add_argument(
+            "--candidate", action="append", help="Path or table of a candidate model (repeat for more)."
+        )
         parser.add_argument(
             "--model-col", dest="model_col", help="Or: one table (--recommendations) with this model column..."
         )
         parser.add_argument("--baseline-model", dest="baseline_model", help="...this value for the baseline...")
-        parser.add_argument("--candidate-model", dest="candidate_model", help="...and this one for the candidate.")
+        parser.add_argument(
+            "--candidate-model",
+            dest="candidate_model",
+            help="...and these for the candidates (v2[,v3...]; default: every other value).",
+        )
+        parser.add_argument(
+            "--pairs", help="'baseline': each candidate against the baseline (default); 'all': every pair of models."
+        )
+        parser.add_argument(
+            "--correction",
+            help="Multiple-testing correction of the p-values across the pairs: holm (default) or bonferroni.",
+        )
     parser.add_argument("--version", action="version", version=version_text(), help="Print the versions and exit.")
     parser.add_argument("--config", help="TOML file with any of the options below; flags override it.")
     parser.add_argument("--recommendations", help="Path or catalog table of the recommendations.")
@@ -397,8 +436,10 @@ def parse_config(argv: Sequence[str], compare: bool = False) -> Tuple[JobConfig,
     config = JobConfig.from_mapping(values)
     if compare:
         by_model = [config.model_col, config.baseline_model, config.candidate_model]
-        if config.candidate and any(by_model):
+        if config.candidates and any(by_model):
             raise ConfigError("give --candidate, or --model-col with --baseline-model and --candidate-model, not both")
-        if not config.candidate and not all(by_model):
+        if not config.candidates and not config.model_col:
             raise ConfigError("compare needs --candidate, or --model-col with --baseline-model and --candidate-model")
+        if config.model_col and not config.baseline_model and config.pairs == "baseline":
+            raise ConfigError("compare --model-col needs --baseline-model (or --pairs all)")
     return config, args.verbose

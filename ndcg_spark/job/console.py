@@ -81,8 +81,12 @@ def format_summary(
 
 
 def format_comparison(rows: List[Dict[str, Any]], segments: Sequence[str] = ()) -> str:
-    """The comparison as a table."""
-    return text_table(rows, COMPARISON_COLUMNS, segments)
+    """The comparison as a table, each row led by its pair of models when they are named."""
+    names = [c for c in ("baseline_model", "candidate_model") if rows and c in rows[0]]
+    columns = [*COMPARISON_COLUMNS]
+    if rows and "p_value_adjusted" in rows[0]:
+        columns.insert(columns.index(("p_value", "p_value")) + 1, ("p_value_adjusted", "p_adjusted"))
+    return text_table(rows, columns, [*names, *segments])
 
 
 def log_record(output: str, manifest: Dict[str, Any], status: str) -> Dict[str, Any]:

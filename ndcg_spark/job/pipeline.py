@@ -1,4 +1,4 @@
-"""The job's runs: read -> evaluate -> write, and compare's read -> compare -> write.
+"""The job's runs: read -> evaluate -> write, and compare's read -> compare (N models) -> write.
 
 Bad input leaves the output as it was: the figures are computed (and cached) before anything
 is written. The manifest is written last; its presence marks a complete result.
@@ -12,9 +12,9 @@ from typing import Any, Callable, Dict, List, Sequence
 from pyspark.sql import functions as F
 
 from ndcg_spark import _inputs
-from ndcg_spark._report import ndcg_histogram, render
-from ndcg_spark.compare import compare
-from ndcg_spark.errors import INPUT_ERROR_TAG, InputDataError, NdcgError
+from ndcg_spark._report import ndcg_histogram, render, render_comparison
+from ndcg_spark.compare import compare_models
+from ndcg_spark.errors import INPUT_ERROR_TAG, ConfigError, InputDataError, NdcgError
 from ndcg_spark.evaluation import evaluate
 from ndcg_spark.job import storage
 from ndcg_spark.job.config import JobConfig
@@ -86,42 +86,48 @@ def main(spark, config: JobConfig) -> Dict[str, Any]:
 
 
 def compare_main(spark, config: JobConfig) -> Dict[str, Any]:
-    """``ndcg-spark compare``: paired per-user NDCG of two models; writes ``per_user/`` (the pairs),
-    ``comparison/`` and, last, ``comparison.json``."""
+    """``ndcg-spark compare``: paired per-user NDCG of two or more models; writes ``per_user/``
+    (the pairs), ``comparison/``, ``report.html`` and, last, ``comparison.json``."""
     started = time.time()
     storage.check_output(config.output)
     rel = storage.read_input(spark, config, "relevance")
-    recs = storage.read_input(spark, config, "recommendations")
-    if config.model_col:
-        if config.model_col not in recs.columns:
-            raise InputDataError(
-                f"recommendations table has no column {config.model_col!r} (it has: {', '.join(recs.columns)})"
-            )
-        model = F.col(config.model_col).cast("string")
-        baseline = recs.filter(model == config.baseline_model).drop(config.model_col)
-        candidate = recs.filter(model == config.candidate_model).drop(config.model_col)
-    else:
-        baseline = recs
-        candidate = storage.read_input(spark, config, "recommendations", source=config.candidate, label="candidate")
+    models = read_models(spark, config)
     attributes = None
     if config.user_attributes:
         attributes = storage.read_input(spark, config, "user_attributes")
-    baseline, opts = _inputs.as_rows(baseline, config.options)
-    candidate, _ = _inputs.as_rows(candidate, config.options)
-    read = {"baseline": count_rows(baseline, rel, opts)}
-    read["candidate"] = count_rows(candidate, rel, opts, relevance_rows=read["baseline"]["relevance"])
-    result = compare(baseline, candidate, rel, opts, user_attributes=attributes)
+    read: Dict[str, Dict[str, int]] = {}
+    for name in models:
+        models[name], opts = _inputs.as_rows(models[name], config.options)
+        first = next(iter(read.values()), None)
+        read[name] = count_rows(
+            models[name], rel, opts, first and first["relevance"], f"model {name!r} recommendations"
+        )
+    baseline = config.baseline_model if config.model_col else config.recommendations
+    result = compare_models(
+        models,
+        rel,
+        opts,
+        baseline=baseline,
+        pairs=config.pairs,
+        correction=config.correction,
+        user_attributes=attributes,
+    ).persist()
     part = config.partition_spec
-    per_user = result.per_user.persist()
     try:
-        explain_input_errors(per_user.count, [baseline, candidate], rel, opts)
-        storage.check_partition_column(part, per_user, result.summary)
-        storage.write_table(per_user, config.output, "per_user", part)
+        explain_input_errors(lambda: [df.count() for df in result.scored.values()], list(models.values()), rel, opts)
+        storage.check_partition_column(part, result.per_user, result.summary)
+        storage.write_table(result.per_user, config.output, "per_user", part)
         rows = result.report()
     finally:
-        per_user.unpersist()
+        result.unpersist()
     if rows:
         storage.write_table(spark.createDataFrame(rows), config.output, "comparison", part)
+    if config.report:
+        notes = {"relevance": config.relevance, "gain": opts.gain, "correction": config.correction}
+        if part:
+            notes["partition"] = storage.partition_directory(part)
+        page = render_comparison(rows, opts.group_by, notes=notes)
+        storage.write_text(spark, storage.manifest_dir(config.output, part), "report.html", page)
     manifest = {
         "comparison": rows,
         "settings": config.to_dict(),
@@ -133,8 +139,44 @@ def compare_main(spark, config: JobConfig) -> Dict[str, Any]:
     return manifest
 
 
-def count_rows(recommendations, relevance, opts: EvaluationOptions, relevance_rows: int = None) -> Dict[str, int]:
-    """Each table's row count (``relevance_rows`` when counted already); an empty table raises.
+def read_models(spark, config: JobConfig) -> Dict[str, Any]:
+    """{model name: recommendations}: the baseline table and each candidate table (named by
+    their path or table name), or the named values of one table's model column."""
+    recs = storage.read_input(spark, config, "recommendations")
+    if not config.model_col:
+        models = {config.recommendations: recs}
+        for path in config.candidates:
+            if path in models:
+                raise ConfigError(f"model {path!r} is given twice")
+            models[path] = storage.read_input(spark, config, "recommendations", source=path, label="candidate")
+        return models
+    if config.model_col not in recs.columns:
+        raise InputDataError(
+            f"recommendations table has no column {config.model_col!r} (it has: {', '.join(recs.columns)})"
+        )
+    model = F.col(config.model_col).cast("string")
+    named = [n for n in (config.baseline_model, *config.candidate_models) if n]
+    if not config.candidate_models:
+        # Every value of the column is a model: a handful of names, collected once.
+        named += sorted(
+            {r[0] for r in recs.select(model).distinct().collect()} - set(named), key=lambda v: (v is None, v)
+        )
+        if named and named[-1] is None:
+            raise InputDataError(
+                f"recommendations column {config.model_col!r} is null in some rows: every row needs its model"
+            )
+    if len(set(named)) != len(named):
+        raise ConfigError(f"a model is named twice: {', '.join(named)}")
+    if len(named) < 2:
+        raise ConfigError(f"compare needs at least two models, got {len(named)}: {', '.join(named) or 'none'}")
+    return {name: recs.filter(model == name).drop(config.model_col) for name in named}
+
+
+def count_rows(
+    recommendations, relevance, opts: EvaluationOptions, relevance_rows: int = None, recommendations_name: str = None
+) -> Dict[str, int]:
+    """Each table's row count (``relevance_rows`` when counted already); an empty table raises
+    (naming the recommendations ``recommendations_name`` when given).
 
     The schemas are checked first, so a missing column is named before any data is read.
     """
@@ -145,7 +187,8 @@ def count_rows(recommendations, relevance, opts: EvaluationOptions, relevance_ro
     }
     for table, n in rows.items():
         if n == 0:
-            raise InputDataError(f"{table} table is empty")
+            name = recommendations_name if table == "recommendations" and recommendations_name else table
+            raise InputDataError(f"{name} table is empty")
     return rows
 
 
