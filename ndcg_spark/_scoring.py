@@ -59,10 +59,6 @@ OCCURRENCES = "__ndcg_occurrences"
 FIRSTS = "__ndcg_first_occurrences"
 K_INDEX = "__ndcg_k_index"
 
-#: Largest finite cutoff summed on the row (:func:`_sums_unrolled`); each position is a term of
-#: its own in the generated code, so larger cutoffs (and the whole list) go through exploded rows.
-UNROLLED_CUTOFF_LIMIT = 20
-
 
 def _at(name: str, j: int) -> str:
     """The column of figure ``name`` at the j-th cutoff, before the cutoffs become rows."""
@@ -255,11 +251,8 @@ def _ideal_gain(position: str, opts: EvaluationOptions) -> str:
 def with_cutoffs(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
     """One row per (list, k) with cg, dcg, idcg and ndcg (and the companion metrics); the arrays go.
 
-    Small cutoffs (all finite, the largest at most :data:`UNROLLED_CUTOFF_LIMIT`) are summed
-    over the list's row (:func:`_sums_unrolled`): no rows multiply and nothing is aggregated, so
-    no shuffle follows the join. Otherwise each list's hits and ideal grades are exploded into
-    rows and one aggregation per list sums every cutoff (:func:`_sums_exploded`). Both add the
-    same terms left to right from position 1, so they give the same bits.
+    Each list's hits and ideal grades are exploded into rows and one aggregation per list sums
+    every cutoff (:func:`_sums_per_list`).
     """
     kept = [*list_keys(df.columns, opts), "n_recommended", N_RELEVANT, *CARRIED]
     companions = []
@@ -272,10 +265,7 @@ def with_cutoffs(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
     with_hits = df.selectExpr(
         *kept[: len(kept) - len(companions)], *companions, f"{hits_of(opts)} AS {HIT_TERMS}", IDEAL
     )
-    if opts.largest_k is not None and opts.largest_k <= UNROLLED_CUTOFF_LIMIT:
-        per_list = _sums_unrolled(with_hits, kept, opts)
-    else:
-        per_list = _sums_exploded(with_hits, kept, opts)
+    per_list = _sums_per_list(with_hits, kept, opts)
 
     def pick(name: str) -> str:
         if len(opts.cutoffs) == 1:
@@ -303,44 +293,7 @@ def with_cutoffs(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
     )
 
 
-def _sums_unrolled(with_hits: DataFrame, kept: List[str], opts: EvaluationOptions) -> DataFrame:
-    """Per list: cg, dcg and idcg at each cutoff without exploding the list's row.
-
-    The recommended side folds the hits (:func:`hits_of`) with ``aggregate``, adding a hit's term
-    when its position is within the cutoff. The ideal side is written out term by term,
-    ``coalesce(gain(ideal[i]), 0) * 1/log2(i + 1)`` for i in 1..k, with the discounts folded to
-    constants when Spark plans the query. Both add their terms left to right from position 1 and
-    only skip terms that are 0.0 (``x + 0.0 == x``), so the sums equal the exploded rows'
-    aggregation bit for bit.
-    """
-
-    def within(cut: int, term: str) -> str:
-        # A hit past the cutoff adds nothing; positions only grow along the array.
-        return (
-            f"aggregate({HIT_TERMS}, 0.0D, (u_acc, u_h) -> CASE WHEN u_h.p <= {cut} THEN u_acc + {term} ELSE u_acc END)"
-        )
-
-    def ideal_term(i: int) -> str:
-        return f"coalesce({_ideal_gain(str(i), opts)}, 0.0D) * {_discount(str(i), opts)}"
-
-    sums = []
-    for j, k in enumerate(opts.cutoffs):
-        ideal_cut = _ideal_cut(str(int(k)), opts)
-        ideal_terms = [
-            f"(CASE WHEN {i} <= {ideal_cut} THEN {ideal_term(i)} ELSE 0.0D END)"
-            if opts.cap_ideal_at_list_length
-            else f"({ideal_term(i)})"
-            for i in range(1, int(k) + 1)
-        ]
-        sums += [
-            f"{within(int(k), 'u_h.g')} AS {_at('cg', j)}",
-            f"{within(int(k), '(u_h.g * ' + _discount('u_h.p', opts) + ')')} AS {_at('dcg', j)}",
-            " + ".join(ideal_terms) + f" AS {_at('idcg', j)}",
-        ]
-    return with_hits.selectExpr(*kept, *sums)
-
-
-def _sums_exploded(with_hits: DataFrame, kept: List[str], opts: EvaluationOptions) -> DataFrame:
+def _sums_per_list(with_hits: DataFrame, kept: List[str], opts: EvaluationOptions) -> DataFrame:
     """Per list: cg, dcg and idcg at each cutoff from exploded rows and one aggregation.
 
     Row i of a list carries its i-th hit (:func:`hits_of`: position and gain, in position order)

@@ -6,7 +6,7 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
-from ndcg_spark import _inputs, _judged, _ranking, _scoring, evaluate
+from ndcg_spark import _inputs, _judged, _ranking, evaluate
 from ndcg_spark.options import EvaluationOptions
 from tests.helpers import frames, random_graded, reference_ndcg
 
@@ -72,40 +72,6 @@ def test_lists_that_arrive_out_of_position_order_are_sorted(spark):
         f"user_id int, {_ranking.ITEMS} array<int>, {_ranking.REPEATED} int",
     )
     assert_df_equality(lists, expected, ignore_row_order=True, ignore_nullable=True)
-
-
-@pytest.mark.parametrize(
-    "options",
-    [
-        {"gain": "linear"},
-        {"gain": "exponential", "cap_ideal_at_list_length": True},
-        {"ties": "average"},
-        {"zero_idcg": "exclude", "no_recommendations": "exclude"},
-    ],
-    ids=["linear", "exponential-capped", "ties-average", "exclusions"],
-)
-def test_unrolled_sums_equal_the_exploded_rows_bit_for_bit(spark, random_tables, monkeypatch, options):
-    """Small cutoffs are summed term by term, larger ones over exploded rows: same bits either way."""
-    _, _, (rec_df, rel_df) = random_tables
-    extra_recs = spark.createDataFrame(
-        # a repeated item (user 0), a user with recommendations but no judgements (900)
-        [(0, "d000", 9.0), (0, "d000", 8.5), (900, "d001", 1.0), (900, "d002", 0.5)],
-        "user_id int, item_id string, score double",
-    )
-    extra_rel = spark.createDataFrame(
-        [(901, "d003", 2.0), (901, "d004", 3.0)],  # judgements but no recommendations
-        "user_id int, item_id string, relevance double",
-    )
-    recs, rels = rec_df.unionByName(extra_recs), rel_df.unionByName(extra_rel)
-    cutoffs = [1, 3, 10, 12]
-    unrolled = evaluate(recs, rels, k=cutoffs, **options).per_user.orderBy("user_id", "k")
-    assert _scoring.UNROLLED_CUTOFF_LIMIT >= max(cutoffs)
-    monkeypatch.setattr(_scoring, "UNROLLED_CUTOFF_LIMIT", 0)
-    exploded = evaluate(recs, rels, k=cutoffs, **options).per_user.orderBy("user_id", "k")
-    assert "Generate explode" in exploded._jdf.queryExecution().executedPlan().toString()
-    assert "Generate explode" not in unrolled._jdf.queryExecution().executedPlan().toString()
-    assert unrolled.count() >= 50 * len(cutoffs)
-    assert_df_equality(unrolled, exploded)
 
 
 @pytest.mark.parametrize(
