@@ -42,6 +42,8 @@ def main(spark, config: JobConfig) -> Dict[str, Any]:
     recs, recs_read = _inputs.counted(recs)
     rel, rel_read = _inputs.counted(rel)
     result = evaluate(recs, rel, opts, user_attributes=attributes).persist()
+    # The summary is a handful of rows: aggregated once (cached), then reported and written.
+    summary = result.summary.persist()
     part = config.partition_spec
     try:
         explain_input_errors(result.scored.count, [recs], rel, opts)
@@ -49,13 +51,10 @@ def main(spark, config: JobConfig) -> Dict[str, Any]:
         for table, n in read.items():
             if n == 0:
                 raise InputDataError(f"{table} table is empty")
-        # The summary is a handful of rows: computed once, then written and reported from the driver.
-        summary = result.summary
-        summary_rows = summary.collect()
-        metrics = [row.asDict() for row in summary_rows]
+        metrics = [row.asDict() for row in summary.collect()]
         storage.check_partition_column(part, result.per_user, summary, *(result.rejected or {}).values())
         storage.write_table(result.per_user, config.output, "per_user", part)
-        storage.write_table(spark.createDataFrame(summary_rows, summary.schema), config.output, "summary", part)
+        storage.write_table(summary, config.output, "summary", part)
         sums = result.row_accounting()
         rejected = storage.write_rejected(spark, result.rejected, config.output, part)
         if config.report:
@@ -71,6 +70,7 @@ def main(spark, config: JobConfig) -> Dict[str, Any]:
             )
     finally:
         result.unpersist()
+        summary.unpersist()
     manifest = {
         "metrics": metrics,
         "rows": account_rows(read, rejected, sums),
