@@ -18,7 +18,7 @@ from ndcg_spark.errors import INPUT_ERROR_TAG, InputDataError, NdcgError
 from ndcg_spark.evaluation import evaluate
 from ndcg_spark.job import storage
 from ndcg_spark.job.config import JobConfig
-from ndcg_spark.options import EvaluationOptions
+from ndcg_spark.options import EvaluationOptions, k_label
 from ndcg_spark.validation import validate
 
 
@@ -196,9 +196,75 @@ def account_rows(read: Dict[str, int], rejected: Dict[str, Dict[str, int]], sums
 
 
 def quality_gates(config: JobConfig, metrics: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
-    """Each ``--fail-below`` gate with the mean it was held against and whether it passed."""
-    means = {m["k"]: m["mean_ndcg"] for m in metrics}
-    return [
-        {"k": k, "threshold": t, "mean_ndcg": means.get(k), "passed": means.get(k) is not None and means[k] >= t}
-        for k, t in config.gates
+    """Each ``--fail-below`` gate held against every segment it selects, with the segment's
+    mean and whether it passed.
+
+    A gate without a filter holds every segment (a null segment value included); one with a
+    filter (``model=v2``) the segments whose value, as text, is the one given. A gate that
+    selects no segment, or a segment without users in the mean, does not pass: a typo in a
+    filter must not let a run through.
+    """
+    group_by = config.options.group_by
+    checked = []
+    for where, k, threshold in config.gates:
+        rows = [
+            m
+            for m in metrics
+            if m["k"] == k and all(m[c] is not None and str(m[c]) == value for c, value in where)
+        ]
+        for m in rows:
+            mean = m["mean_ndcg"]
+            checked.append(
+                {
+                    "segment": {c: m[c] for c in group_by},
+                    "k": k,
+                    "threshold": threshold,
+                    "users": m["users"],
+                    "mean_ndcg": mean,
+                    "passed": mean is not None and mean >= threshold,
+                }
+            )
+        if not rows:
+            checked.append(
+                {"segment": dict(where), "k": k, "threshold": threshold, "users": None, "mean_ndcg": None, "passed": False}
+            )
+    return checked
+
+
+def gate_failure(failed: List[Dict[str, Any]]) -> str:
+    """One line naming the first failed gate's segment, k, figure and threshold (and how many more)."""
+    g = failed[0]
+    segment = ", ".join(f"{c}={v}" for c, v in g["segment"].items())
+    of = f" of {segment}" if segment else ""
+    if g["mean_ndcg"] is not None:
+        what = f"mean NDCG@{k_label(g['k'])}{of} = {g['mean_ndcg']:.6f} is below {g['threshold']}"
+    elif g["users"] is None:
+        what = f"no segment {segment} at NDCG@{k_label(g['k'])} to hold against {g['threshold']}"
+    else:
+        what = f"mean NDCG@{k_label(g['k'])}{of} has no users, below {g['threshold']}"
+    more = f"; {len(failed) - 1} more gate(s) failed, see summary.json" if len(failed) > 1 else ""
+    return f"quality gate failed: {what}{more} (outputs were written)"
+
+
+def finished_record(command: str, config: JobConfig, manifest: Dict[str, Any], status: str) -> Dict[str, Any]:
+    """The ``ndcg_spark.finished`` JSON line: the figures per segment and k (``"all"`` for the
+    whole list), and without segments also ``users`` and ``mean_ndcg`` keyed by k."""
+    group_by, part = config.options.group_by, config.partition_spec
+    if command == "compare":
+        fields = ("pairs", "mean_ndcg_baseline", "mean_ndcg_candidate", "mean_difference", "p_value")
+        rows = manifest["comparison"]
+    else:
+        fields = ("users", "mean_ndcg")
+        rows = manifest["metrics"]
+    figures = [
+        {"segment": {c: r[c] for c in group_by}, "k": k_label(r["k"]), **{f: r.get(f) for f in fields}} for r in rows
     ]
+    record = {"event": "ndcg_spark.finished", "command": command, "status": status, "output": config.output}
+    record["partition"] = dict([part]) if part else None
+    if command != "compare" and not group_by:
+        record["users"] = rows[0]["users"] if rows else 0
+        record["mean_ndcg"] = {k_label(r["k"]): r["mean_ndcg"] for r in rows}
+    record["figures"] = figures
+    record["input_rows"] = manifest["input_rows"]
+    record["duration_seconds"] = manifest["duration_seconds"]
+    return record
