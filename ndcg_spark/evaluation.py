@@ -175,9 +175,7 @@ def evaluate(
     )
 
 
-def join_lists(
-    lists: DataFrame, judged: DataFrame, served: Optional[DataFrame], opts: EvaluationOptions
-) -> DataFrame:
+def join_lists(lists: DataFrame, judged: DataFrame, served: Optional[DataFrame], opts: EvaluationOptions) -> DataFrame:
     """Ranked lists and judged lists, full outer, so no user is lost.
 
     Without segments of the recommendations the join is on the user. With them (``served``:

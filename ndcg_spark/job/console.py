@@ -73,4 +73,3 @@ def format_summary(
 def format_comparison(rows: List[Dict[str, Any]], segments: Sequence[str] = ()) -> str:
     """The comparison as a table."""
     return text_table(rows, COMPARISON_COLUMNS, segments)
-

@@ -6,6 +6,7 @@ is written. The manifest is written last; its presence marks a complete result.
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any, Callable, Dict, List, Sequence
 
@@ -14,7 +15,7 @@ from pyspark.sql import functions as F
 from ndcg_spark import _inputs
 from ndcg_spark._report import ndcg_histogram, render
 from ndcg_spark.compare import compare
-from ndcg_spark.errors import INPUT_ERROR_TAG, InputDataError, NdcgError
+from ndcg_spark.errors import INPUT_ERROR_TAG, ConfigError, InputDataError, NdcgError
 from ndcg_spark.evaluation import evaluate
 from ndcg_spark.job import storage
 from ndcg_spark.job.config import JobConfig
@@ -30,12 +31,13 @@ def main(spark, config: JobConfig) -> Dict[str, Any]:
     # Let adaptive execution coalesce the partitions of the cached per-user frame, or a small
     # input is written as spark.sql.shuffle.partitions tiny files.
     spark.conf.set("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "true")
+    check_connect(spark, config)
     storage.check_output(config.output)
-    recs = storage.read_table(spark, config.recommendations, config.format, "recommendations")
-    rel = storage.read_table(spark, config.relevance, config.format, "relevance")
+    recs = read_table(spark, config.recommendations, config.format, "recommendations")
+    rel = read_table(spark, config.relevance, config.format, "relevance")
     attributes = None
     if config.user_attributes:
-        attributes = storage.read_table(spark, config.user_attributes, config.format, "user attributes")
+        attributes = read_table(spark, config.user_attributes, config.format, "user attributes")
     # One row per recommendation (ALS's 'array' layout exploded), so the counts and checks see rows.
     recs, opts = _inputs.as_rows(recs, config.options)
     read = count_rows(recs, rel, opts)
@@ -81,9 +83,10 @@ def compare_main(spark, config: JobConfig) -> Dict[str, Any]:
     """``ndcg-spark compare``: paired per-user NDCG of two models; writes ``per_user/`` (the pairs),
     ``comparison/`` and, last, ``comparison.json``."""
     started = time.time()
+    check_connect(spark, config)
     storage.check_output(config.output)
-    rel = storage.read_table(spark, config.relevance, config.format, "relevance")
-    recs = storage.read_table(spark, config.recommendations, config.format, "recommendations")
+    rel = read_table(spark, config.relevance, config.format, "relevance")
+    recs = read_table(spark, config.recommendations, config.format, "recommendations")
     if config.model_col:
         if config.model_col not in recs.columns:
             raise InputDataError(
@@ -93,10 +96,10 @@ def compare_main(spark, config: JobConfig) -> Dict[str, Any]:
         baseline = recs.filter(model == config.baseline_model).drop(config.model_col)
         candidate = recs.filter(model == config.candidate_model).drop(config.model_col)
     else:
-        baseline, candidate = recs, storage.read_table(spark, config.candidate, config.format, "candidate")
+        baseline, candidate = recs, read_table(spark, config.candidate, config.format, "candidate")
     attributes = None
     if config.user_attributes:
-        attributes = storage.read_table(spark, config.user_attributes, config.format, "user attributes")
+        attributes = read_table(spark, config.user_attributes, config.format, "user attributes")
     baseline, opts = _inputs.as_rows(baseline, config.options)
     candidate, _ = _inputs.as_rows(candidate, config.options)
     read = {"baseline": count_rows(baseline, rel, opts)}
@@ -122,6 +125,49 @@ def compare_main(spark, config: JobConfig) -> Dict[str, Any]:
     }
     storage.write_json(spark, storage.manifest_dir(config.output, part), "comparison.json", manifest)
     return manifest
+
+
+def read_table(spark, source: str, fmt: str, what: str):
+    """:func:`storage.read_table`, with the table analysed at once.
+
+    Spark Connect analyses a read lazily, at its first use: a missing path or a file that is
+    not of the declared format must still stop the run here, with the message a local run gives.
+    """
+    df = storage.read_table(spark, source, fmt, what)
+    try:
+        df.schema  # noqa: B018 - forces the analysis
+    except Exception as exc:  # AnalysisException over Connect: path not found, unreadable format
+        where = fmt if storage.is_path(source) else "a table"
+        raise InputDataError(f"cannot read {what} {source!r} as {where}: {storage.first_line(exc)}") from exc
+    return df
+
+
+def check_connect(spark, config: JobConfig) -> None:
+    """Over Spark Connect, refuse what the job could not do as documented (exit 2).
+
+    The server resolves a relative path against its own working directory, and the client,
+    which writes ``summary.json`` and ``report.html`` with its own file system (it has no
+    Hadoop API), can reach only a local output: a relative path, or an output URI other than
+    ``file:``, is refused.
+    """
+    if not storage.is_connect(spark):
+        return
+    for key in ("recommendations", "relevance", "user_attributes", "candidate", "output"):
+        value = getattr(config, key)
+        if not value or (key != "output" and not storage.is_path(value)):
+            continue
+        if "://" not in value and not value.startswith("file:") and not os.path.isabs(value):
+            raise ConfigError(
+                f"{key} {value!r} is a relative path: over Spark Connect it would resolve on the server; "
+                "give an absolute path or a URI"
+            )
+    scheme = config.output.split("://", 1)[0] if "://" in config.output else "file"
+    if scheme != "file":
+        raise ConfigError(
+            f"output {config.output!r}: over Spark Connect the client writes summary.json and report.html with its "
+            "own file system, which cannot reach a " + scheme + ":// URI; run the job with spark-submit "
+            "(classic mode) or give a path the client and the server share"
+        )
 
 
 def count_rows(recommendations, relevance, opts: EvaluationOptions, relevance_rows: int = None) -> Dict[str, int]:
@@ -208,9 +254,7 @@ def quality_gates(config: JobConfig, metrics: List[Dict[str, Any]]) -> List[Dict
     checked = []
     for where, k, threshold in config.gates:
         rows = [
-            m
-            for m in metrics
-            if m["k"] == k and all(m[c] is not None and str(m[c]) == value for c, value in where)
+            m for m in metrics if m["k"] == k and all(m[c] is not None and str(m[c]) == value for c, value in where)
         ]
         for m in rows:
             mean = m["mean_ndcg"]
@@ -226,7 +270,14 @@ def quality_gates(config: JobConfig, metrics: List[Dict[str, Any]]) -> List[Dict
             )
         if not rows:
             checked.append(
-                {"segment": dict(where), "k": k, "threshold": threshold, "users": None, "mean_ndcg": None, "passed": False}
+                {
+                    "segment": dict(where),
+                    "k": k,
+                    "threshold": threshold,
+                    "users": None,
+                    "mean_ndcg": None,
+                    "passed": False,
+                }
             )
     return checked
 
