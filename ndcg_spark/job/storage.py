@@ -28,12 +28,31 @@ Partition = Optional[Tuple[str, str]]
 
 
 def first_line(exc: BaseException) -> str:
-    """The first non-empty line of an exception's message, without Spark's SQLSTATE tail."""
-    for line in str(exc).strip().splitlines():
+    """The first non-empty line of an exception's message, without Spark's SQLSTATE tail.
+
+    A raw Py4J error (a Spark job that failed in classic mode, e.g. reading a file of another
+    format) is read at its first cause that carries a Spark error condition: the message that
+    Spark Connect reports for the same failure.
+    """
+    text = _spark_condition_message(getattr(exc, "java_exception", None)) or str(exc)
+    for line in text.strip().splitlines():
         line = line.strip()
         if line:
             return line.split(" SQLSTATE:")[0]
     return type(exc).__name__
+
+
+def _spark_condition_message(java_exception) -> Optional[str]:
+    """The message of the first exception in a Java cause chain with a Spark error condition."""
+    seen = 0
+    while java_exception is not None and seen < 20:
+        try:
+            if java_exception.getCondition() is not None:
+                return str(java_exception.getMessage())
+        except Exception:  # noqa: BLE001 - not a SparkThrowable
+            pass
+        java_exception, seen = java_exception.getCause(), seen + 1
+    return None
 
 
 def is_path(source: str) -> bool:
