@@ -118,9 +118,7 @@ def test_a_user_without_an_attribute_row_is_counted_in_the_null_segment(spark, s
 def test_model_and_country_together(spark, served):
     recs, rel, attributes = served
     both = evaluate(recs, rel, k=[1, 2], group_by=["model", "country"], user_attributes=attributes)
-    per_user, summary = _each_model_alone(
-        recs, rel, "model", k=[1, 2], group_by=["country"], user_attributes=attributes
-    )
+    per_user, summary = _each_model_alone(recs, rel, k=[1, 2], group_by=["country"], user_attributes=attributes)
     keys = ("model", "country", "user_id", "k")
     assert_df_equality(_sorted(both.per_user, *keys), _sorted(per_user, *keys), ignore_nullable=True)
     assert_approx_df_equality(
