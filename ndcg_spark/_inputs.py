@@ -30,6 +30,8 @@ ORDER = "__ndcg_order"
 REL = "__ndcg_relevance"
 #: The rank column made from the array position under ``array_ranking = "order"``.
 ARRAY_RANK = "__ndcg_array_rank"
+#: On the scored rows with segments from the user attributes: whether the user has an attribute row.
+HAS_ATTRIBUTES = "__ndcg_has_attributes"
 
 NUMERIC_TYPES = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType, T.DecimalType)
 INTEGRAL_TYPES = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
@@ -160,6 +162,18 @@ def counted(df: DataFrame, count: Optional[RowCount] = None) -> Tuple[DataFrame,
     return df.observe(observation, F.count(F.lit(1)).alias("rows")), RowCount(df, observation)
 
 
+def segments_served(recs: DataFrame, opts: EvaluationOptions) -> Optional[DataFrame]:
+    """The distinct values of the group_by columns of the recommendations (None without any).
+
+    Each is one segment: the evaluation of that segment's recommendations against the whole
+    relevance table. A handful of rows (one per model or arm), joined by broadcast.
+    """
+    segments = [c for c in opts.group_by if c in recs.columns]
+    if not segments:
+        return None
+    return recs.select(*[F.col(ident(c)) for c in segments]).distinct()
+
+
 # ----------------------------------------------------------------------------- narrowing
 
 
@@ -214,7 +228,9 @@ def common_item_type(recs_type: T.DataType, rel_type: T.DataType, opts: Evaluati
 def with_user_attributes(df: DataFrame, attributes: Optional[DataFrame], opts: EvaluationOptions) -> DataFrame:
     """Join the segment columns that live in the user attributes table (left join on user).
 
-    The table must hold one row per user: a repeated user stops the run (an input error).
+    The table must hold one row per user: a repeated user stops the run (an input error). A
+    user without an attribute row is kept, with null segment values, and flagged in
+    :data:`HAS_ATTRIBUTES` (false) so the summary counts it in ``users_without_attributes``.
     """
     if attributes is None:
         return df
@@ -229,5 +245,7 @@ def with_user_attributes(df: DataFrame, attributes: Optional[DataFrame], opts: E
         .agg(F.count(F.lit(1)).alias("__ndcg_attribute_rows"), *[F.first(F.col(ident(c))).alias(c) for c in wanted])
         .filter(fails_if("__ndcg_attribute_rows > 1", f"concat({message}, CAST({user} AS STRING))"))
         .drop("__ndcg_attribute_rows")
+        .withColumn(HAS_ATTRIBUTES, F.lit(True))
     )
-    return df.join(attrs, on=opts.user_col, how="left")
+    joined = df.join(attrs, on=opts.user_col, how="left")
+    return joined.withColumn(HAS_ATTRIBUTES, F.coalesce(F.col(HAS_ATTRIBUTES), F.lit(False)))

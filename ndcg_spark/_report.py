@@ -18,6 +18,10 @@ from ndcg_spark._sql import ident
 from ndcg_spark.options import k_label
 
 BINS = 20
+#: Height of one legend line under the NDCG@k curve, in pixels.
+LEGEND_LINE = 18
+#: Average width of a character of the sans-serif labels, as a share of the font size.
+CHAR_WIDTH = 0.62
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 
 
@@ -84,9 +88,15 @@ def ndcg_curve(metrics: List[Dict[str, Any]], group_by: Sequence[str], width: in
     """Line chart of mean NDCG against k (finite cutoffs), one line per segment."""
     finite = [m for m in metrics if m["k"] is not None and m["mean_ndcg"] is not None]
     ks = sorted({m["k"] for m in finite})
-    left, right, top, bottom = 50, 150, 20, 40
+    segments: Dict[str, List[Dict[str, Any]]] = {}
+    for m in finite:
+        segments.setdefault(_segment(m, group_by), []).append(m)
+    left, right, top, bottom = 50, 20, 20, 40
     w, h = width - left - right, height - top - bottom
-    svg = [f'<svg id="ndcg-curve" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img">']
+    # The legend goes below the plot, one segment a line, so a name of any length has the
+    # chart's whole width (and is cut with an ellipsis, in full in its tooltip, past that).
+    total = height + (LEGEND_LINE * len(segments) + 8 if ks else 0)
+    svg = [f'<svg id="ndcg-curve" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{total}" role="img">']
     svg.append(f'<line x1="{left}" y1="{top + h}" x2="{left + w}" y2="{top + h}" stroke="#444"/>')
     svg.append(f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + h}" stroke="#444"/>')
     top_value = max([m["mean_ndcg"] for m in finite] + [1e-9])
@@ -105,9 +115,6 @@ def ndcg_curve(metrics: List[Dict[str, Any]], group_by: Sequence[str], width: in
     for k in ks:
         svg.append(f'<text x="{x_of(k):.1f}" y="{top + h + 16}" font-size="11" text-anchor="middle">{k}</text>')
     svg.append(f'<text x="{left + w / 2}" y="{height - 4}" font-size="12" text-anchor="middle">k</text>')
-    segments: Dict[str, List[Dict[str, Any]]] = {}
-    for m in finite:
-        segments.setdefault(_segment(m, group_by), []).append(m)
     for i, (name, rows) in enumerate(sorted(segments.items())):
         color = PALETTE[i % len(PALETTE)]
         points = " ".join(
@@ -119,7 +126,9 @@ def ndcg_curve(metrics: List[Dict[str, Any]], group_by: Sequence[str], width: in
                 f'<circle cx="{x_of(r["k"]):.1f}" cy="{top + h - h * r["mean_ndcg"] / y_max:.1f}" r="3" fill="{color}">'
                 f"<title>{_e(name)} k={r['k']}: {r['mean_ndcg']:.4f}</title></circle>"
             )
-        svg.append(f'<text x="{left + w + 10}" y="{top + 14 + 16 * i}" font-size="12" fill="{color}">{_e(name)}</text>')
+        y = height + LEGEND_LINE * i + 12
+        svg.append(f'<line x1="10" y1="{y - 4}" x2="30" y2="{y - 4}" stroke="{color}" stroke-width="2"/>')
+        svg.append(_label(name, 36, y, width - 36 - 8, 12, f'class="legend" fill="{color}"'))
     svg.append("</svg>")
     return "".join(svg)
 
@@ -138,9 +147,7 @@ def histograms(rows: List[Dict[str, Any]], group_by: Sequence[str], bins: int = 
         svg = [
             f'<svg class="histogram" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img">'
         ]
-        svg.append(
-            f'<text x="{pad}" y="14" font-size="12">{_e(segment)}, NDCG@{k_label(k)} ({sum(counts)} users)</text>'
-        )
+        svg.append(_label(f"{segment}, NDCG@{k_label(k)} ({sum(counts)} users)", pad, 14, width - 2 * pad, 12))
         for i, c in enumerate(counts):
             bh = (height - 2 * pad - 10) * c / top
             svg.append(
@@ -152,6 +159,18 @@ def histograms(rows: List[Dict[str, Any]], group_by: Sequence[str], bins: int = 
         svg.append("</svg>")
         out.append('<div class="small">' + "".join(svg) + "</div>")
     return out
+
+
+def _label(text: str, x: float, y: float, room: float, size: int, attributes: str = "") -> str:
+    """An SVG text that fits ``room`` pixels: cut with an ellipsis past an estimate of its
+    width, the whole text as its tooltip (``<title>``). A label near the limit is set to
+    exactly ``room`` (``textLength``), so wide glyphs cannot push it out of the chart."""
+    fits = max(int(room / (size * CHAR_WIDTH)), 4)
+    shown = text if len(text) <= fits else text[: fits - 1] + "\u2026"
+    extra = f" {attributes}" if attributes else ""
+    if len(shown) * size * CHAR_WIDTH > 0.85 * room:
+        extra += f' textLength="{room:.0f}" lengthAdjust="spacingAndGlyphs"'
+    return f'<text x="{x}" y="{y}" font-size="{size}"{extra}><title>{_e(text)}</title>{_e(shown)}</text>'
 
 
 def _nice(value: float) -> float:

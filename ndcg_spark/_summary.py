@@ -13,7 +13,7 @@ from typing import Sequence
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from ndcg_spark import _judged, _ranking
+from ndcg_spark import _inputs, _judged, _ranking
 from ndcg_spark._sql import ident
 from ndcg_spark.options import EvaluationOptions
 
@@ -69,6 +69,11 @@ def summarize(scored: DataFrame, opts: EvaluationOptions) -> DataFrame:
         f"{count_if('n_relevant = 0')} AS users_zero_idcg",
         f"{count_if('n_recommended = 0')} AS users_without_recommendations",
         f"{count_if(f'NOT {_judged.HAS_JUDGEMENTS}')} AS users_without_relevance",
+        *(
+            [f"{count_if(f'NOT {_inputs.HAS_ATTRIBUTES}')} AS users_without_attributes"]
+            if _inputs.HAS_ATTRIBUTES in scored.columns
+            else []
+        ),
         f"{count_if(EXCLUDED)} AS users_excluded",
         f"CAST(sum({_ranking.REPEATED}) AS BIGINT) AS duplicate_recommendations",
         f"CAST(sum({_judged.REPEATED}) AS BIGINT) AS duplicate_relevance",
@@ -123,13 +128,15 @@ def bootstrap_interval(scored: DataFrame, opts: EvaluationOptions) -> DataFrame:
     """95% percentile interval of mean NDCG from a Poisson bootstrap computed inside Spark.
 
     Each (user, replicate) gets a Poisson(1) weight drawn from a hash of the user key, the
-    segment, the replicate number and the seed, so the interval depends on the input only,
-    not on partitioning or on the order of rows.
+    replicate number and the seed, so the interval depends on the input only, not on
+    partitioning or on the order of rows. The segment is not hashed: a segment's interval is
+    the one a separate run of that segment gives, and two models' replicates draw the same
+    users (common random numbers).
     """
     keys = [*opts.group_by, opts.user_col]
     replicate = F.explode(F.sequence(F.lit(0), F.lit(opts.bootstrap_samples - 1))).alias("__b")
     included = scored.filter(~F.col(EXCLUDED)).select(*[F.col(ident(c)) for c in keys], "k", "ndcg", replicate)
-    hashed = F.xxhash64(*[F.col(ident(c)) for c in keys], F.col("__b"), F.lit(opts.seed))
+    hashed = F.xxhash64(F.col(ident(opts.user_col)), F.col("__b"), F.lit(opts.seed))
     uniform = F.shiftrightunsigned(hashed, 11).cast("double") / F.lit(float(2**53))
     weights = included.withColumn("__w", poisson_one(uniform))
     per_replicate = weights.groupBy(*[F.col(ident(c)) for c in opts.group_by], "k", "__b").agg(

@@ -7,7 +7,10 @@ The stages, each a module of its own that owns the columns it adds:
 2. :mod:`~ndcg_spark._rules`: bad rows stop the run (or are set aside under quarantine);
 3. :mod:`~ndcg_spark._ranking`: each user's top k by a ``row_number()`` window, as a list;
 4. :mod:`~ndcg_spark._judged`: each user's judgements and ideal list;
-5. the two joined on the user, full outer, so no user is lost;
+5. the two joined on the user, full outer, so no user is lost. With segments of the
+   recommendations (a model column), the judgements are first repeated for every segment the
+   recommendations hold, and the join is on (segments, user): each segment is then exactly a
+   separate run of that segment's recommendations against the whole relevance table;
 6. :mod:`~ndcg_spark._scoring`: gains and the sums at every cutoff, one row per (user, k);
 7. :mod:`~ndcg_spark._summary`: the exclusion policies, then (lazily) the summary and the
    row accounting.
@@ -156,6 +159,8 @@ def evaluate(
     recommendations, opts = _inputs.as_rows(recommendations, opts)
     _inputs.check_segments(recommendations, user_attributes, opts)
     _inputs.check_tables(recommendations, relevance, opts)
+    # Read before the row rules: a segment whose every row is set aside is still a segment.
+    served = _inputs.segments_served(recommendations, opts)
     rejected = None
     if opts.on_invalid_rows == "quarantine":
         recommendations, rejected_recs = _rules.split_rows(recommendations, "recommendations", opts)
@@ -167,10 +172,30 @@ def evaluate(
     recs, rel = _inputs.narrow(recommendations, relevance, opts)
     ranked_rows = _inputs.RowCount(recs, Observation())
     scored = (
-        recs.transform(_ranking.ranked_lists, opts, ranked_rows)
-        .join(rel.transform(_judged.judged_lists, opts), on=opts.user_col, how="full")
+        join_lists(
+            recs.transform(_ranking.ranked_lists, opts, ranked_rows),
+            rel.transform(_judged.judged_lists, opts),
+            served,
+            opts,
+        )
         .transform(_scoring.score, opts)
         .transform(_summary.with_exclusions, opts)
         .transform(_inputs.with_user_attributes, user_attributes, opts)
     )
     return EvaluationResult(scored=scored, options=opts, rejected=rejected, ranked_rows=ranked_rows)
+
+
+def join_lists(lists: DataFrame, judged: DataFrame, served: Optional[DataFrame], opts: EvaluationOptions) -> DataFrame:
+    """Ranked lists and judged lists, full outer, so no user is lost.
+
+    Without segments of the recommendations the join is on the user. With them (``served``:
+    the distinct segment values of the recommendations), every judged user is repeated for
+    every segment, so a judged user that a segment did not serve is, in that segment, a user
+    without recommendations (as in a separate run of that segment alone), and no segment
+    appears that the recommendations do not hold. Segment values are matched null-safe: a null
+    model is a segment of its own, as a filter ``model IS NULL`` would make it.
+    """
+    if served is None:
+        return lists.join(judged, on=opts.user_col, how="full")
+    keys = [*served.columns, opts.user_col]
+    return _summary.join_null_safe(lists, judged.crossJoin(F.broadcast(served)), keys, "full")

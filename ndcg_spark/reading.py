@@ -256,11 +256,30 @@ def malformed_row(text: str) -> Optional[str]:
 
 
 def first_line(exc: BaseException) -> str:
-    """The first informative line of an exception: no py4j call id, no Java class, no SQLSTATE."""
-    for line in str(exc).strip().splitlines():
+    """The first informative line of an exception: no py4j call id, no Java class, no SQLSTATE.
+
+    A raw Py4J error (a Spark job that failed in classic mode, e.g. reading a file of another
+    format) is read at its first cause that carries a Spark error condition: the message that
+    Spark Connect reports for the same failure.
+    """
+    text = _spark_condition_message(getattr(exc, "java_exception", None)) or str(exc)
+    for line in text.strip().splitlines():
         line = line.strip().lstrip(": ").strip()
         if not line or line.startswith("An error occurred while calling"):
             continue
         line = re.sub(r"^(?:[a-z]+\.)+[A-Za-z]+(?:Exception|Error): ", "", line)
         return line.split(" SQLSTATE:")[0].strip()
     return type(exc).__name__
+
+
+def _spark_condition_message(java_exception) -> Optional[str]:
+    """The message of the first exception in a Java cause chain with a Spark error condition."""
+    seen = 0
+    while java_exception is not None and seen < 20:
+        try:
+            if java_exception.getCondition() is not None:
+                return str(java_exception.getMessage())
+        except Exception:  # noqa: BLE001 - not a SparkThrowable
+            pass
+        java_exception, seen = java_exception.getCause(), seen + 1
+    return None

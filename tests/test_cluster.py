@@ -388,6 +388,56 @@ def test_ndcg_spark_remote_command_line_matches_local(spark, stack, local_out):
     assert_same_results(spark, out, local_out)
 
 
+def test_connect_errors_are_the_local_one_liners(spark, stack, tmp_path, capsys):
+    """Over ``--remote``: a missing path, a file not of the declared format and a bad row exit 3
+    with the message a local run prints; a relative path and an output the client cannot write
+    to exit 2 with one line. The runs go to the server at once, in parallel."""
+    from ndcg_spark.job import run
+
+    connect = stack.connect.wait_ready()
+    bad = tmp_path / "bad"
+    spark.createDataFrame([(1, "a", 1.0)], "user_id int, item_id string, score double").write.parquet(str(bad / "recs"))
+    spark.createDataFrame([(1, "a", -1.0)], "user_id int, item_id string, relevance double").write.parquet(
+        str(bad / "negative")
+    )
+    (bad / "text.parquet").write_text("user_id,item_id,relevance\n1,a,1\n")
+    recs, out = str(bad / "recs"), str(tmp_path / "out")
+    cases = {
+        "missing": (3, ["--recommendations", str(bad / "nowhere"), "--relevance", str(bad / "negative")]),
+        "format": (3, ["--recommendations", recs, "--relevance", str(bad / "text.parquet")]),
+        "bad row": (3, ["--recommendations", recs, "--relevance", str(bad / "negative")]),
+        "relative": (2, ["--recommendations", "bad/recs", "--relevance", str(bad / "negative")]),
+        "remote output": (
+            2,
+            ["--recommendations", recs, "--relevance", str(bad / "negative"), "--output", "s3a://b/o"],
+        ),
+    }
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_SUBMIT"))}
+    env["SPARK_CONNECT_AUTHENTICATE_TOKEN"] = connect.token
+    script = Path(sys.executable).parent / "ndcg-spark"
+    procs = {
+        name: subprocess.Popen(
+            [str(script), "--remote", f"sc://localhost:{connect.port}", "--output", f"{out}-{i}", *args],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i, (name, (_, args)) in enumerate(cases.items())
+    }
+    errors = {}
+    for i, (name, (code, args)) in enumerate(cases.items()):
+        errors[name] = procs[name].communicate(timeout=C.JOB_TIMEOUT)[1]
+        assert procs[name].returncode == code, (name, errors[name][-2000:])
+        assert errors[name].count("\n") == 1 and errors[name].startswith("ndcg-spark: error: "), (name, errors[name])
+        if code == 3:
+            assert run(["--output", f"{out}-{i}", *args]) == code
+            assert errors[name] == capsys.readouterr().err, name
+    assert "'bad/recs' is a relative path: over Spark Connect it would resolve on the server" in errors["relative"]
+    assert "cannot reach a s3a:// URI" in errors["remote output"]
+
+
 # ----------------------------------------------------------------------------- determinism
 
 

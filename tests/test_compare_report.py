@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import functools
+import html
 import json
+import re
 import shutil
 import subprocess
 
@@ -303,3 +305,48 @@ def test_report_renders_in_headless_chromium(spark, two_models, tmp_path):
     # Histogram counts come from Spark and add up to the users of each chart.
     summary = json.loads((out / "summary.json").read_text())["metrics"]
     assert sum(m["users"] for m in summary if m["k"] == 10) == 50
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed (.ci/run installs it)")
+def test_report_labels_of_long_segment_names_stay_inside_their_charts(tmp_path):
+    """Every text of every chart, legends included, lies within its SVG as Chromium lays it out
+    (measured by a script in a test copy of the page; the report itself has none)."""
+    from ndcg_spark._report import render
+
+    models = [
+        "a",
+        "two-tower-retrieval-candidate-trained-2026-11-20-with-hard-negatives-v2",
+        "WWWWWWWWWWWWWWWWWWWWWWWW",
+    ]
+    metrics = [
+        {"model": m, "country": c, "k": k, "users": 3, "mean_ndcg": 0.1 * (i + 1) + 0.01 * k}
+        for i, m in enumerate(models)
+        for c in ("kr", None)
+        for k in (1, 5, 10)
+    ]
+    bins = [{"model": m["model"], "country": m["country"], "k": m["k"], "bin": 3, "users": 3} for m in metrics]
+    page = render(metrics, bins, ["model", "country"])
+    probe = """<script>
+    const out = [];
+    for (const svg of document.querySelectorAll("svg")) {
+      const width = svg.width.baseVal.value;
+      for (const t of svg.querySelectorAll("text")) {
+        const b = t.getBBox();
+        if (b.x < -0.5 || b.x + b.width > width + 0.5) out.push(t.textContent);
+      }
+    }
+    document.body.setAttribute("data-overflow", JSON.stringify(out));
+    document.body.setAttribute("data-legend", document.querySelectorAll("text.legend").length);
+    </script></body>"""
+    (tmp_path / "probe.html").write_text(page.replace("</body>", probe))
+    dom = subprocess.run(
+        ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync",
+         "--disable-background-networking", "--disable-component-update", f"--user-data-dir={tmp_path / 'c'}",
+         "--dump-dom", (tmp_path / "probe.html").as_uri()],
+        capture_output=True, text=True, timeout=120,
+    ).stdout  # fmt: skip
+    assert 'data-legend="6"' in dom, dom[:2000]
+    overflow = json.loads(html.unescape(re.search(r'data-overflow="([^"]*)"', dom).group(1)))
+    assert overflow == []
+    # A name cut to fit is whole in its tooltip.
+    assert f"<title>model={models[1]}, country=kr</title>" in page

@@ -411,3 +411,32 @@ def test_job_reads_the_als_array_layout(spark, tmp_path):
     got = spark.read.parquet(str(out / "per_user")).select(*expected.columns).orderBy("userId", "k")
     assert got.count() == 3  # users 1, 2 and 4 (3's array is empty and it has no judgements)
     assert_df_equality(got, expected, ignore_nullable=True)
+
+
+def test_small_files_go_through_hadoop_as_single_files_on_a_file_uri(spark, suite_inputs, tmp_path, monkeypatch):
+    """summary.json, report.html and the partition manifest are single files under their own
+    names on a ``file://`` URI, written through the session's Hadoop FileSystem (spied on)."""
+    from ndcg_spark.job import storage
+
+    written = []
+    real = storage.write_hadoop_file
+
+    def spy(spark_, directory, name, data):
+        written.append((directory, name))
+        real(spark_, directory, name, data)
+
+    monkeypatch.setattr(storage, "write_hadoop_file", spy)
+    recs_path, rel_path, _, _ = suite_inputs
+    out = tmp_path / "out"
+    args = ["--recommendations", Path(recs_path).as_uri(), "--relevance", Path(rel_path).as_uri(), "--k", "3"]
+    for _ in range(2):  # a re-run replaces the files
+        assert run([*args, "--output", out.as_uri()]) == EXIT_OK
+    assert sorted(os.listdir(out)) == ["per_user", "report.html", "summary", "summary.json"]
+    assert _manifest(out)["settings"]["output"] == out.as_uri()
+    assert (out / "report.html").read_text().startswith("<!DOCTYPE html>")
+    assert run([*args, "--output", out.as_uri(), "--run-date", "2026-11-22"]) == EXIT_OK
+    manifests = out / "_manifests" / "run_date=2026-11-22"
+    assert sorted(os.listdir(manifests)) == ["report.html", "summary.json"]
+    assert json.loads((manifests / "summary.json").read_text())["partition"] == {"run_date": "2026-11-22"}
+    assert [name for _, name in written] == ["report.html", "summary.json"] * 3
+    assert {d for d, _ in written} == {out.as_uri(), out.as_uri() + "/_manifests/run_date=2026-11-22"}

@@ -373,9 +373,13 @@ def test_rank_ties_are_per_segment_list(spark):
     )
     clean = recs.filter("model IN ('a', 'b') AND rnk IS NOT NULL")
     assert_df_equality(
-        result.per_user.orderBy("model", "user_id"),
+        result.per_user.filter("model != 'c'").orderBy("model", "user_id"),
         evaluate(clean, rel, **options).per_user.orderBy("model", "user_id"),
     )
+    # Model c is still a segment, as in a run of c alone: its judged user has no recommendations left.
+    assert [
+        tuple(r) for r in result.per_user.filter("model = 'c'").select("user_id", "ndcg", "n_recommended").collect()
+    ] == [(1, 0.0, 0)]
     report = validate(recs, rel, on_invalid_rows="quarantine", **options)["recommendations"]
     assert report.problems == {"null_rank": 1, "rank_tie": 2}
 

@@ -16,7 +16,6 @@ from typing import Optional, Sequence, Tuple
 from ndcg_spark.errors import EXIT_FAILURE, EXIT_OK, INPUT_ERROR_TAG, InputDataError, NdcgError, QualityGateFailed
 from ndcg_spark.job import console, pipeline
 from ndcg_spark.job.config import JobConfig, parse_config
-from ndcg_spark.options import k_label
 from ndcg_spark.reading import first_line, malformed_row
 
 
@@ -38,6 +37,7 @@ def _run(argv: Sequence[str], verbose: bool) -> int:
             manifest = pipeline.compare_main(spark_session(config), config)
             print(console.format_comparison(manifest["comparison"], config.options.group_by))
             print(f"wrote {config.output}")
+            print(json.dumps(pipeline.finished_record("compare", config, manifest, "ok"), default=str), flush=True)
             return EXIT_OK
         config, verbose = parse_config(argv)
         manifest = pipeline.main(spark_session(config), config)
@@ -45,13 +45,9 @@ def _run(argv: Sequence[str], verbose: bool) -> int:
         print(f"wrote {config.output}")
         failed = [g for g in manifest["quality_gates"] if not g["passed"]]
         status = "quality_gate_failed" if failed else "ok"
-        print(json.dumps(console.log_record(config.output, manifest, status)), flush=True)
+        print(json.dumps(pipeline.finished_record("evaluate", config, manifest, status), default=str), flush=True)
         if failed:
-            g = failed[0]
-            raise QualityGateFailed(
-                f"quality gate failed: mean NDCG@{k_label(g['k'])} = {g['mean_ndcg']:.6f} "
-                f"is below {g['threshold']} (outputs were written)"
-            )
+            raise QualityGateFailed(pipeline.gate_failure(failed))
         return EXIT_OK
     except BaseException as exc:  # noqa: BLE001 - every failure becomes one line and an exit code
         if isinstance(exc, KeyboardInterrupt):

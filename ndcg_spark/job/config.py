@@ -132,24 +132,41 @@ class JobConfig:
         return tuple(n.strip() for n in str(self.candidate_model or "").split(",") if n.strip())
 
     @property
-    def gates(self) -> List[Tuple[Cutoff, float]]:
-        """Quality gates ``k:threshold`` parsed from ``fail_below`` ("10:0.25,5:0.2")."""
+    def gates(self) -> List[Tuple[Tuple[Tuple[str, str], ...], Cutoff, float]]:
+        """Quality gates parsed from ``fail_below`` ("10:0.25,5:0.2", "model=v2:10:0.25"):
+        (segment filter as (column, value) pairs, k, threshold). An empty filter holds every segment."""
         if not self.fail_below:
             return []
         gates = []
         for part in str(self.fail_below).split(","):
-            k_text, sep, threshold = part.strip().partition(":")
+            fields = part.strip().rsplit(":", 2)
+            where = fields.pop(0) if len(fields) == 3 else ""
+            k_text, threshold = fields if len(fields) == 2 else ("", "")
             try:
                 k = parse_cutoff(k_text)
                 value = float(threshold)
             except (ConfigError, ValueError):
                 k, value = -1, float("nan")
-            if not sep or k == -1 or not 0.0 <= value <= 1.0:
-                raise ConfigError(f"fail_below = {self.fail_below!r}: expected k:threshold, e.g. 10:0.25")
+            if k == -1 or not 0.0 <= value <= 1.0:
+                raise ConfigError(
+                    f"fail_below = {self.fail_below!r}: expected [column=value:]k:threshold, e.g. 10:0.25 or model=v2:10:0.25"
+                )
             if k not in self.options.cutoffs:
                 raise ConfigError(f"fail_below names k = {k_text.strip()}, which is not among the cutoffs computed")
-            gates.append((k, value))
+            gates.append((self._segment_filter(where), k, value))
         return gates
+
+    def _segment_filter(self, where: str) -> Tuple[Tuple[str, str], ...]:
+        """``model=v2&country=kr`` as (column, value) pairs, each column one of group_by."""
+        pairs = []
+        for condition in filter(None, (c.strip() for c in where.split("&"))):
+            column, sep, value = condition.partition("=")
+            if not sep or not column.strip():
+                raise ConfigError(f"fail_below segment {condition!r} must look like column=value")
+            if column.strip() not in self.options.group_by:
+                raise ConfigError(f"fail_below segment {condition!r}: {column.strip()} is not a group_by column")
+            pairs.append((column.strip(), value.strip()))
+        return tuple(pairs)
 
     @classmethod
     def from_mapping(cls, values: Dict[str, Any]) -> JobConfig:
@@ -391,7 +408,8 @@ def build_parser(compare: bool = False) -> argparse.ArgumentParser:
     parser.add_argument(
         "--fail-below",
         dest="fail_below",
-        help="Quality gate k:threshold[,k:threshold]: exit 4 (after writing) when mean NDCG@k is below.",
+        help="Quality gate [column=value:]k:threshold[,...]: exit 4 (after writing) when the mean NDCG@k "
+        "of any segment (or of those matching column=value) is below.",
     )
     parser.add_argument(
         "--user-attributes",

@@ -87,17 +87,3 @@ def format_comparison(rows: List[Dict[str, Any]], segments: Sequence[str] = ()) 
     if rows and "p_value_adjusted" in rows[0]:
         columns.insert(columns.index(("p_value", "p_value")) + 1, ("p_value_adjusted", "p_adjusted"))
     return text_table(rows, columns, [*names, *segments])
-
-
-def log_record(output: str, manifest: Dict[str, Any], status: str) -> Dict[str, Any]:
-    """One JSON line with the headline figures, for scheduler logs."""
-    return {
-        "event": "ndcg_spark.finished",
-        "status": status,
-        "output": output,
-        "partition": manifest["partition"],
-        "users": manifest["metrics"][0]["users"] if manifest["metrics"] else 0,
-        "mean_ndcg": {k_label(m["k"]): m["mean_ndcg"] for m in manifest["metrics"]},
-        "input_rows": manifest["input_rows"],
-        "duration_seconds": manifest["duration_seconds"],
-    }

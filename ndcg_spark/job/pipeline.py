@@ -6,6 +6,7 @@ is written. The manifest is written last; its presence marks a complete result.
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any, Callable, Dict, List, Sequence
 
@@ -18,7 +19,7 @@ from ndcg_spark.errors import INPUT_ERROR_TAG, ConfigError, InputDataError, Ndcg
 from ndcg_spark.evaluation import evaluate
 from ndcg_spark.job import storage
 from ndcg_spark.job.config import JobConfig
-from ndcg_spark.options import EvaluationOptions
+from ndcg_spark.options import EvaluationOptions, k_label
 from ndcg_spark.validation import validate
 
 
@@ -30,6 +31,7 @@ def main(spark, config: JobConfig) -> Dict[str, Any]:
     # Let adaptive execution coalesce the partitions of the cached per-user frame, or a small
     # input is written as spark.sql.shuffle.partitions tiny files.
     spark.conf.set("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "true")
+    check_connect(spark, config)
     storage.check_output(config.output)
     recs = storage.read_input(spark, config, "recommendations")
     rel = storage.read_input(spark, config, "relevance")
@@ -89,6 +91,7 @@ def compare_main(spark, config: JobConfig) -> Dict[str, Any]:
     """``ndcg-spark compare``: paired per-user NDCG of two or more models; writes ``per_user/``
     (the pairs), ``comparison/``, ``report.html`` and, last, ``comparison.json``."""
     started = time.time()
+    check_connect(spark, config)
     storage.check_output(config.output)
     rel = storage.read_input(spark, config, "relevance")
     models = read_models(spark, config)
@@ -172,6 +175,35 @@ def read_models(spark, config: JobConfig) -> Dict[str, Any]:
     return {name: recs.filter(model == name).drop(config.model_col) for name in named}
 
 
+def check_connect(spark, config: JobConfig) -> None:
+    """Over Spark Connect, refuse what the job could not do as documented (exit 2).
+
+    The server resolves a relative path against its own working directory, and the client,
+    which writes ``summary.json`` and ``report.html`` with its own file system (it has no
+    Hadoop API), can reach only a local output: a relative path, or an output URI other than
+    ``file:``, is refused.
+    """
+    if not storage.is_connect(spark):
+        return
+    paths = [(key, getattr(config, key)) for key in ("recommendations", "relevance", "user_attributes", "output")]
+    paths += [("candidate", path) for path in config.candidates]
+    for key, value in paths:
+        if not value or (key != "output" and not storage.is_path(value)):
+            continue
+        if "://" not in value and not value.startswith("file:") and not os.path.isabs(value):
+            raise ConfigError(
+                f"{key} {value!r} is a relative path: over Spark Connect it would resolve on the server; "
+                "give an absolute path or a URI"
+            )
+    scheme = config.output.split("://", 1)[0] if "://" in config.output else "file"
+    if scheme != "file":
+        raise ConfigError(
+            f"output {config.output!r}: over Spark Connect the client writes summary.json and report.html with its "
+            "own file system, which cannot reach a " + scheme + ":// URI; run the job with spark-submit "
+            "(classic mode) or give a path the client and the server share"
+        )
+
+
 def count_rows(
     recommendations, relevance, opts: EvaluationOptions, relevance_rows: int = None, recommendations_name: str = None
 ) -> Dict[str, int]:
@@ -248,9 +280,89 @@ def account_rows(read: Dict[str, int], rejected: Dict[str, Dict[str, int]], sums
 
 
 def quality_gates(config: JobConfig, metrics: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
-    """Each ``--fail-below`` gate with the mean it was held against and whether it passed."""
-    means = {m["k"]: m["mean_ndcg"] for m in metrics}
-    return [
-        {"k": k, "threshold": t, "mean_ndcg": means.get(k), "passed": means.get(k) is not None and means[k] >= t}
-        for k, t in config.gates
+    """Each ``--fail-below`` gate held against every segment it selects, with the segment's
+    mean and whether it passed.
+
+    A gate without a filter holds every segment (a null segment value included); one with a
+    filter (``model=v2``) the segments whose value, as text, is the one given. A gate that
+    selects no segment, or a segment without users in the mean, does not pass: a typo in a
+    filter must not let a run through.
+    """
+    group_by = config.options.group_by
+    checked = []
+    for where, k, threshold in config.gates:
+        rows = [
+            m for m in metrics if m["k"] == k and all(m[c] is not None and str(m[c]) == value for c, value in where)
+        ]
+        for m in rows:
+            mean = m["mean_ndcg"]
+            checked.append(
+                {
+                    "segment": {c: m[c] for c in group_by},
+                    "k": k,
+                    "threshold": threshold,
+                    "users": m["users"],
+                    "mean_ndcg": mean,
+                    "passed": mean is not None and mean >= threshold,
+                }
+            )
+        if not rows:
+            checked.append(
+                {
+                    "segment": dict(where),
+                    "k": k,
+                    "threshold": threshold,
+                    "users": None,
+                    "mean_ndcg": None,
+                    "passed": False,
+                }
+            )
+    return checked
+
+
+def gate_failure(failed: List[Dict[str, Any]]) -> str:
+    """One line naming the first failed gate's segment, k, figure and threshold (and how many more)."""
+    g = failed[0]
+    segment = ", ".join(f"{c}={v}" for c, v in g["segment"].items())
+    of = f" of {segment}" if segment else ""
+    if g["mean_ndcg"] is not None:
+        what = f"mean NDCG@{k_label(g['k'])}{of} = {g['mean_ndcg']:.6f} is below {g['threshold']}"
+    elif g["users"] is None:
+        what = f"no segment {segment} at NDCG@{k_label(g['k'])} to hold against {g['threshold']}"
+    else:
+        what = f"mean NDCG@{k_label(g['k'])}{of} has no users, below {g['threshold']}"
+    more = f"; {len(failed) - 1} more gate(s) failed, see summary.json" if len(failed) > 1 else ""
+    return f"quality gate failed: {what}{more} (outputs were written)"
+
+
+def finished_record(command: str, config: JobConfig, manifest: Dict[str, Any], status: str) -> Dict[str, Any]:
+    """The ``ndcg_spark.finished`` JSON line: the figures per segment and k (``"all"`` for the
+    whole list), and without segments also ``users`` and ``mean_ndcg`` keyed by k."""
+    group_by, part = config.options.group_by, config.partition_spec
+    if command == "compare":
+        fields = (
+            "baseline_model",
+            "candidate_model",
+            "pairs",
+            "mean_ndcg_baseline",
+            "mean_ndcg_candidate",
+            "mean_difference",
+            "p_value",
+            "p_value_adjusted",
+        )
+        rows = manifest["comparison"]
+    else:
+        fields = ("users", "mean_ndcg")
+        rows = manifest["metrics"]
+    figures = [
+        {"segment": {c: r[c] for c in group_by}, "k": k_label(r["k"]), **{f: r.get(f) for f in fields}} for r in rows
     ]
+    record = {"event": "ndcg_spark.finished", "command": command, "status": status, "output": config.output}
+    record["partition"] = dict([part]) if part else None
+    if command != "compare" and not group_by:
+        record["users"] = rows[0]["users"] if rows else 0
+        record["mean_ndcg"] = {k_label(r["k"]): r["mean_ndcg"] for r in rows}
+    record["figures"] = figures
+    record["input_rows"] = manifest["input_rows"]
+    record["duration_seconds"] = manifest["duration_seconds"]
+    return record

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from typing import Any, Dict, Optional, Tuple
+from urllib.parse import urlparse
 
 from ndcg_spark.errors import ConfigError
 from ndcg_spark.reading import read_table
@@ -38,6 +39,12 @@ def read_input(spark, config, role: str, source: Optional[str] = None, label: Op
         options=config.options,
         label=label,
     )
+
+
+def is_path(source: str) -> bool:
+    """Whether an input names a path (anything with a slash or a URI scheme, or that exists),
+    not a catalog table."""
+    return "/" in source or "://" in source or os.path.exists(source)
 
 
 def check_output(output: str) -> None:
@@ -95,19 +102,55 @@ def write_json(spark, directory: str, name: str, record: Dict[str, Any]) -> None
     write_text(spark, directory, name, json.dumps(record, indent=2, default=str) + "\n")
 
 
+def is_connect(spark) -> bool:
+    """Whether ``spark`` is a Spark Connect session (no JVM, no Hadoop API on this side)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
 def write_text(spark, directory: str, name: str, text: str) -> None:
-    """Write one small file atomically (local paths) or through Spark (remote file systems)."""
-    if "://" in directory and not directory.startswith("file:"):
-        spark.createDataFrame([(text,)], "value string").coalesce(1).write.mode("overwrite").text(
-            os.path.join(directory, name + ".d")
-        )
+    """Write one small file ``directory/name`` atomically: a temporary name, then a rename.
+
+    In classic mode through the session's Hadoop FileSystem API, so the file lands, as itself,
+    on whatever file system Spark writes the tables to (``hdfs://``, ``s3a://``, a path on the
+    default file system). Over Spark Connect the client has no Hadoop API: it writes with its
+    own file system (the job refuses, before reading anything, an output it cannot reach this
+    way: see :func:`ndcg_spark.job.pipeline.check_connect`).
+    """
+    if is_connect(spark):
+        path = urlparse(directory).path if directory.startswith("file:") else directory
+        os.makedirs(path, exist_ok=True)
+        tmp = os.path.join(path, f".{name}.tmp")
+        with open(tmp, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, os.path.join(path, name))
         return
-    path = directory[len("file:") :] if directory.startswith("file:") else directory
-    os.makedirs(path, exist_ok=True)
-    tmp = os.path.join(path, f".{name}.tmp")
-    with open(tmp, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, os.path.join(path, name))
+    write_hadoop_file(spark, directory, name, text.encode("utf-8"))
+
+
+def write_hadoop_file(spark, directory: str, name: str, data: bytes) -> None:
+    """``directory/name`` through Hadoop's FileSystem: written as ``.name.tmp``, then renamed.
+
+    On the local file system the raw file system is used, so no ``.crc`` side files appear. A
+    previous file of that name is deleted just before the rename (Hadoop's rename does not
+    replace): a reader sees the old file, then none, then the complete new one, never a part.
+    """
+    jvm = spark._jvm
+    Path = jvm.org.apache.hadoop.fs.Path
+    folder = Path(directory)
+    fs = folder.getFileSystem(spark._jsc.hadoopConfiguration())
+    if fs.getScheme() == "file":
+        fs = fs.getRawFileSystem()
+    target, tmp = Path(folder, name), Path(folder, f".{name}.tmp")
+    fs.mkdirs(folder)
+    stream = fs.create(tmp, True)
+    try:
+        stream.write(bytearray(data))
+    finally:
+        stream.close()
+    if fs.exists(target):
+        fs.delete(target, False)
+    if not fs.rename(tmp, target):
+        raise OSError(f"could not rename {tmp.toString()} to {target.toString()}")
 
 
 def write_rejected(spark, rejected, output: str, partition: Partition) -> Dict[str, Dict[str, int]]:
