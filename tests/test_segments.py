@@ -92,11 +92,12 @@ def test_each_model_is_a_separate_run_of_that_model(spark, served, options):
 
 def test_the_row_accounting_counts_each_judgement_once(spark, served):
     recs, rel, _ = served
-    sums = evaluate(recs, rel, k=[2], group_by=["model"], no_recommendations="exclude").accounting.first()
+    sums = evaluate(recs, rel, k=[2], group_by=["model"], no_recommendations="exclude").row_accounting()
     # 15 recommendation rows: 2 past k=2 (a/1/z, b/4/z), 1 repeat (b/4/x); 6 judged users x 3 models + user 9.
-    assert (sums.recommendations_used, sums.recommendations_beyond_k, sums.recommendations_repeated) == (12, 2, 1)
-    assert (sums.relevance_used, sums.relevance_excluded) == (9, 0)
-    assert (sums.users, sums.users_excluded) == (19, 19 - 8)
+    recommendations = ("recommendations_used", "recommendations_beyond_k", "recommendations_repeated")
+    assert tuple(sums[c] for c in recommendations) == (12, 2, 1)
+    assert (sums["relevance_used"], sums["relevance_excluded"]) == (9, 0)
+    assert (sums["users"], sums["users_excluded"]) == (19, 19 - 8)
 
 
 def test_a_user_without_an_attribute_row_is_counted_in_the_null_segment(spark, served):
