@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import functools
 import itertools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from ndcg_spark import _inputs
 from ndcg_spark._sql import ident
 from ndcg_spark._stats import CORRECTIONS, adjust_p_values, paired_t_test
 from ndcg_spark._summary import EXCLUDED, excluded, join_null_safe
@@ -198,12 +199,23 @@ class ModelComparison:
         The multiple-testing correction of :meth:`report`.
     options : EvaluationOptions
         The options every model was evaluated with.
+    counts : dict of str to RowCount
+        The rows of each model's recommendations (by name) and of the relevance (``None``),
+        counted on the evaluation's own pass: :meth:`input_rows`.
     """
 
     pairs: List[Tuple[str, str]]
     scored: Dict[str, DataFrame]
     correction: str
     options: EvaluationOptions
+    counts: Dict[Optional[str], _inputs.RowCount] = field(default_factory=dict)
+
+    def input_rows(self) -> Dict[str, Dict[str, int]]:
+        """{model: {"recommendations": rows, "relevance": rows}}, the rows each model's
+        evaluation read (after an action has computed the models' figures)."""
+        relevance = self.counts[None].rows()
+        return {name: {"recommendations": count.rows(), "relevance": relevance}
+                for name, count in self.counts.items() if name is not None}  # fmt: skip
 
     @property
     def results(self) -> List[ComparisonResult]:
@@ -339,10 +351,15 @@ def compare_models(
     else:
         first = baseline if baseline is not None else names[0]
         chosen = [(first, name) for name in names if name != first]
-    scored = {
-        name: evaluate(df, relevance, opts, user_attributes=user_attributes).scored for name, df in tables.items()
-    }
-    return ModelComparison(pairs=chosen, scored=scored, correction=correction, options=opts)
+    # Each table's rows are counted on its evaluation's pass (the 'array' layout as the rows it holds).
+    counts: Dict[Optional[str], _inputs.RowCount] = {}
+    relevance, counts[None] = _inputs.counted(relevance)
+    scored = {}
+    for name, df in tables.items():
+        rows, model_opts = _inputs.as_rows(df, opts)
+        rows, counts[name] = _inputs.counted(rows)
+        scored[name] = evaluate(rows, relevance, model_opts, user_attributes=user_attributes).scored
+    return ModelComparison(pairs=chosen, scored=scored, correction=correction, options=opts, counts=counts)
 
 
 def _models_by_name(

@@ -11,6 +11,7 @@ EXIT_FAILURE = 1
 EXIT_CONFIG = 2
 EXIT_INPUT = 3
 EXIT_QUALITY_GATE = 4
+EXIT_LOCKED = 5
 
 #: Prefix of messages raised inside Spark (``raise_error``) so the job can recognise them.
 INPUT_ERROR_TAG = "NDCG_INVALID_INPUT"
@@ -38,3 +39,9 @@ class QualityGateFailed(NdcgError):
     """Outputs were written, but a ``--fail-below`` threshold was not met (exit code 4)."""
 
     exit_code = EXIT_QUALITY_GATE
+
+
+class OutputLocked(NdcgError):
+    """Another run holds the lock of the output (or partition) this run would write (exit code 5)."""
+
+    exit_code = EXIT_LOCKED

@@ -1,12 +1,15 @@
 """The evaluation job: config (TOML + flags) -> read -> evaluate -> write.
 
-:mod:`~ndcg_spark.job.config` reads the configuration, :mod:`~ndcg_spark.job.storage` reads
-and writes, :mod:`~ndcg_spark.job.pipeline` wires a run, :mod:`~ndcg_spark.job.console` prints,
+:mod:`~ndcg_spark.job.flags` reads the TOML file and the flags, :mod:`~ndcg_spark.job.config`
+makes them the typed config of each command, :mod:`~ndcg_spark.job.storage` reads and writes,
+:mod:`~ndcg_spark.job.publish` makes a run's result visible (layout, lock, staging, marker),
+:mod:`~ndcg_spark.job.pipeline` wires a run, :mod:`~ndcg_spark.job.console` prints,
 and :mod:`~ndcg_spark.job.cli` is the entry point.
 """
 
 from ndcg_spark.job.cli import entrypoint, run
-from ndcg_spark.job.config import JobConfig, load_toml, parse_config
+from ndcg_spark.job.config import CompareConfig, EvaluateConfig, parse_config
+from ndcg_spark.job.flags import load_toml
 from ndcg_spark.job.pipeline import compare_main, main
 
-__all__ = ["JobConfig", "compare_main", "entrypoint", "load_toml", "main", "parse_config", "run"]
+__all__ = ["CompareConfig", "EvaluateConfig", "compare_main", "entrypoint", "load_toml", "main", "parse_config", "run"]

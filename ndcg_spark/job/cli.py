@@ -6,7 +6,6 @@ and turns every failure into one line on stderr and an exit code (:mod:`ndcg_spa
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import traceback
@@ -15,7 +14,8 @@ from typing import Optional, Sequence, Tuple
 
 from ndcg_spark.errors import EXIT_FAILURE, EXIT_OK, INPUT_ERROR_TAG, InputDataError, NdcgError, QualityGateFailed
 from ndcg_spark.job import console, pipeline
-from ndcg_spark.job.config import JobConfig, parse_config
+from ndcg_spark.job.config import parse_config
+from ndcg_spark.job.storage import strict_json
 from ndcg_spark.reading import first_line, malformed_row
 
 
@@ -32,20 +32,21 @@ def run(argv: Optional[Sequence[str]] = None) -> int:
 
 def _run(argv: Sequence[str], verbose: bool) -> int:
     try:
-        if argv and argv[0] == "compare":
-            config, verbose = parse_config(argv[1:], compare=True)
-            manifest = pipeline.compare_main(spark_session(config), config)
+        command = "compare" if argv and argv[0] == "compare" else "evaluate"
+        config, verbose = parse_config(argv[1:] if command == "compare" else argv, compare=command == "compare")
+        session = spark_session(config)
+        if command == "compare":
+            manifest = pipeline.compare_main(session, config)
             print(console.format_comparison(manifest["comparison"], config.options.group_by))
-            print(f"wrote {config.output}")
-            print(json.dumps(pipeline.finished_record("compare", config, manifest, "ok"), default=str), flush=True)
-            return EXIT_OK
-        config, verbose = parse_config(argv)
-        manifest = pipeline.main(spark_session(config), config)
-        print(console.format_summary(manifest["metrics"], config.options.group_by, manifest["rows"]))
-        print(f"wrote {config.output}")
-        failed = [g for g in manifest["quality_gates"] if not g["passed"]]
+            failed = []
+        else:
+            manifest = pipeline.main(session, config)
+            print(console.format_summary(manifest["metrics"], config.options.group_by, manifest["rows"]))
+            failed = [g for g in manifest["quality_gates"] if not g["passed"]]
+        print(console.printable(f"wrote {shown_path(config.output.path)}"))
         status = "quality_gate_failed" if failed else "ok"
-        print(json.dumps(pipeline.finished_record("evaluate", config, manifest, status), default=str), flush=True)
+        # The last line on stdout, and the only one that parses as JSON: schedulers read it.
+        print(strict_json(pipeline.finished_record(command, config, manifest, status)), flush=True)
         if failed:
             raise QualityGateFailed(pipeline.gate_failure(failed))
         return EXIT_OK
@@ -75,7 +76,12 @@ def classify_error(exc: BaseException) -> Tuple[int, str]:
     return EXIT_FAILURE, f"{type(exc).__name__}: {first_line(exc)}"
 
 
-def spark_session(config: JobConfig):
+def shown_path(path: str) -> str:
+    """An output path as printed: a local path made absolute, a URI as given."""
+    return path if "://" in path or path.startswith("file:") else os.path.abspath(path)
+
+
+def spark_session(config):
     """Join the session spark-submit started, or start a local one with quiet logs."""
     from pyspark.sql import SparkSession
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any, Dict, List, Optional, Sequence
 
 from ndcg_spark.options import k_label
+
+#: Unicode categories escaped when printed: controls, format characters, line and paragraph separators.
+UNPRINTABLE = ("Cc", "Cf", "Zl", "Zp")
 
 #: Columns of the printed summary: (summary column, header).
 SUMMARY_COLUMNS = (
@@ -43,11 +47,24 @@ COMPARISON_COLUMNS = (
 )
 
 
+def printable(text: str) -> str:
+    r"""``text`` with control and line-breaking characters escaped, so a value prints on its own line.
+
+    Examples
+    --------
+    >>> printable('kr\n{"event": "x"}\x1b[2J')
+    'kr\\n{"event": "x"}\\x1b[2J'
+    """
+    return "".join(
+        ch.encode("unicode_escape").decode("ascii") if unicodedata.category(ch) in UNPRINTABLE else ch for ch in text
+    )
+
+
 def cell(value: Any) -> str:
-    """A value as printed: floats to 6 decimals, a missing value as ``-``."""
+    """A value as printed: floats to 6 decimals, a missing value as ``-``, control characters escaped."""
     if value is None:
         return "-"
-    return f"{value:.6f}" if isinstance(value, float) else str(value)
+    return f"{value:.6f}" if isinstance(value, float) else printable(str(value))
 
 
 def text_table(rows: List[Dict[str, Any]], columns: Sequence[tuple], segments: Sequence[str] = ()) -> str:

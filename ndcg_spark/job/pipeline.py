@@ -1,7 +1,9 @@
 """The job's runs: read -> evaluate -> write, and compare's read -> compare (N models) -> write.
 
-Bad input leaves the output as it was: the figures are computed (and cached) before anything
-is written. The manifest is written last; its presence marks a complete result.
+Every run goes through :mod:`ndcg_spark.job.publish`: the output's layout is checked, the run's
+place (the output or its partition) locked, the result computed and written to a staging
+folder, then published with its marker last. Bad input stops the run before anything is
+published, so the previous result stays as it was.
 """
 
 from __future__ import annotations
@@ -17,26 +19,53 @@ from ndcg_spark._report import ndcg_histogram, render, render_comparison
 from ndcg_spark.compare import compare_models
 from ndcg_spark.errors import INPUT_ERROR_TAG, ConfigError, InputDataError, NdcgError
 from ndcg_spark.evaluation import evaluate
-from ndcg_spark.job import storage
-from ndcg_spark.job.config import JobConfig
+from ndcg_spark.job import publish, storage
+from ndcg_spark.job.config import CompareConfig, EvaluateConfig
 from ndcg_spark.options import EvaluationOptions, k_label
 from ndcg_spark.validation import validate
 
 
-def main(spark, config: JobConfig) -> Dict[str, Any]:
-    """Read both tables, evaluate, write ``per_user/``, ``summary/`` (and ``rejected/``,
-    ``report.html``), then the manifest (``summary.json``, or
+def main(spark, config: EvaluateConfig) -> Dict[str, Any]:
+    """Read both tables, evaluate, and publish ``per_user/``, ``summary/`` (and ``rejected/``,
+    ``report.html``) with the manifest (``summary.json``, or
     ``_manifests/<key>=<value>/summary.json`` for a partitioned run). Returns the manifest."""
+    return _run(spark, config, _evaluate)
+
+
+def compare_main(spark, config: CompareConfig) -> Dict[str, Any]:
+    """``ndcg-spark compare``: paired per-user NDCG of two or more models; publishes
+    ``per_user/`` (the pairs), ``comparison/``, ``report.html`` and ``comparison.json``."""
+    return _run(spark, config, _compare)
+
+
+def _run(spark, config, compute: Callable) -> Dict[str, Any]:
+    """Check, lock, recover, compute into staging, publish: the protocol around each command."""
     started = time.time()
+    check_connect(spark, config)
+    place = publish.Place(storage.Files(spark, config.output.path), config.command, config.output.partition)
+    publish.check_layout(place)
+    run_id = publish.new_run_id()
+    with publish.locked(place, run_id, config.output.break_lock) as broken:
+        publish.recover(place)
+        stage = publish.Staging(place, run_id)
+        try:
+            manifest = compute(spark, config, stage)
+            manifest["run"] = {"id": run_id, "broke_lock_of": broken, **stage.describe()}
+            manifest["duration_seconds"] = round(time.time() - started, 3)
+            stage.publish(manifest)
+        finally:
+            stage.discard()
+    return manifest
+
+
+def _evaluate(spark, config: EvaluateConfig, stage: publish.Staging) -> Dict[str, Any]:
     # Let adaptive execution coalesce the partitions of the cached per-user frame, or a small
     # input is written as spark.sql.shuffle.partitions tiny files.
     spark.conf.set("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "true")
-    check_connect(spark, config)
-    storage.check_output(config.output)
     recs = storage.read_input(spark, config, "recommendations")
     rel = storage.read_input(spark, config, "relevance")
     attributes = None
-    if config.user_attributes:
+    if config.inputs.user_attributes:
         attributes = storage.read_input(spark, config, "user_attributes")
     # One row per recommendation (ALS's 'array' layout exploded), so the counts and checks see rows.
     recs, opts = _inputs.as_rows(recs, config.options)
@@ -46,7 +75,7 @@ def main(spark, config: JobConfig) -> Dict[str, Any]:
     result = evaluate(recs, rel, opts, user_attributes=attributes).persist()
     # The summary is a handful of rows: aggregated once (cached), then reported and written.
     summary = result.summary.persist()
-    part = config.partition_spec
+    part = config.output.partition
     try:
         explain_input_errors(result.scored.count, [recs], rel, opts)
         read = {"recommendations": recs_read.rows(), "relevance": rel_read.rows()}
@@ -54,128 +83,117 @@ def main(spark, config: JobConfig) -> Dict[str, Any]:
             if n == 0:
                 raise InputDataError(f"{table} table is empty")
         metrics = [row.asDict() for row in summary.collect()]
-        storage.check_partition_column(part, result.per_user, summary, *(result.rejected or {}).values())
-        storage.write_table(result.per_user, config.output, "per_user", part)
-        storage.write_table(summary, config.output, "summary", part)
+        check_partition_column(part, result.per_user, summary, *(result.rejected or {}).values())
+        storage.write_table(result.per_user, stage.table("per_user"))
+        storage.write_table(summary, stage.table("summary"))
         sums = result.row_accounting()
-        rejected = storage.write_rejected(spark, result.rejected, config.output, part)
-        if config.report:
+        rejected = write_rejected(spark, result.rejected, stage)
+        if config.output.report:
             bins = [r.asDict() for r in ndcg_histogram(result.per_user, opts.group_by).collect()]
-            notes = {"recommendations": config.recommendations, "relevance": config.relevance, "gain": opts.gain}
-            if part:
-                notes["partition"] = storage.partition_directory(part)
-            storage.write_text(
-                spark,
-                storage.manifest_dir(config.output, part),
-                "report.html",
-                render(metrics, bins, opts.group_by, notes=notes),
-            )
+            stage.file("report.html", render(metrics, bins, opts.group_by, notes=report_notes(config, opts)))
     finally:
         result.unpersist()
         summary.unpersist()
-    manifest = {
+    return {
         "metrics": metrics,
         "rows": account_rows(read, rejected, sums),
         "quality_gates": quality_gates(config, metrics),
-        "partition": dict([part]) if part else None,
+        "partition": {part.key: part.value} if part else None,
         "settings": config.to_dict(),
         "input_rows": read,
         "spark_version": spark.version,
-        "duration_seconds": round(time.time() - started, 3),
     }
-    storage.write_json(spark, storage.manifest_dir(config.output, part), "summary.json", manifest)
-    return manifest
 
 
-def compare_main(spark, config: JobConfig) -> Dict[str, Any]:
-    """``ndcg-spark compare``: paired per-user NDCG of two or more models; writes ``per_user/``
-    (the pairs), ``comparison/``, ``report.html`` and, last, ``comparison.json``."""
-    started = time.time()
-    check_connect(spark, config)
-    storage.check_output(config.output)
+def _compare(spark, config: CompareConfig, stage: publish.Staging) -> Dict[str, Any]:
     rel = storage.read_input(spark, config, "relevance")
-    models = read_models(spark, config)
     attributes = None
-    if config.user_attributes:
+    if config.inputs.user_attributes:
         attributes = storage.read_input(spark, config, "user_attributes")
-    read: Dict[str, Dict[str, int]] = {}
-    for name in models:
-        models[name], opts = _inputs.as_rows(models[name], config.options)
-        first = next(iter(read.values()), None)
-        read[name] = count_rows(
-            models[name], rel, opts, first and first["relevance"], f"model {name!r} recommendations"
-        )
-    baseline = config.baseline_model if config.model_col else config.recommendations
-    result = compare_models(
-        models,
-        rel,
-        opts,
-        baseline=baseline,
-        pairs=config.pairs,
-        correction=config.correction,
-        user_attributes=attributes,
-    ).persist()
-    part = config.partition_spec
-    try:
-        explain_input_errors(lambda: [df.count() for df in result.scored.values()], list(models.values()), rel, opts)
-        storage.check_partition_column(part, result.per_user, result.summary)
-        storage.write_table(result.per_user, config.output, "per_user", part)
-        rows = result.report()
-    finally:
-        result.unpersist()
-    if rows:
-        storage.write_table(spark.createDataFrame(rows), config.output, "comparison", part)
-    if config.report:
-        notes = {"relevance": config.relevance, "gain": opts.gain, "correction": config.correction}
-        if part:
-            notes["partition"] = storage.partition_directory(part)
-        page = render_comparison(rows, opts.group_by, notes=notes)
-        storage.write_text(spark, storage.manifest_dir(config.output, part), "report.html", page)
-    manifest = {
-        "comparison": rows,
-        "settings": config.to_dict(),
-        "input_rows": read,
-        "spark_version": spark.version,
-        "duration_seconds": round(time.time() - started, 3),
-    }
-    storage.write_json(spark, storage.manifest_dir(config.output, part), "comparison.json", manifest)
-    return manifest
-
-
-def read_models(spark, config: JobConfig) -> Dict[str, Any]:
-    """{model name: recommendations}: the baseline table and each candidate table (named by
-    their path or table name), or the named values of one table's model column."""
     recs = storage.read_input(spark, config, "recommendations")
-    if not config.model_col:
-        models = {config.recommendations: recs}
+    if config.model_col:
+        models = recs
+        if config.candidate_models:
+            named = [config.baseline_model, *config.candidate_models]
+            models = recs.filter(F.col(config.model_col).cast("string").isin(*[n for n in named if n]))
+    else:
+        models = {config.inputs.recommendations: recs}
         for path in config.candidates:
             if path in models:
                 raise ConfigError(f"model {path!r} is given twice")
             models[path] = storage.read_input(spark, config, "recommendations", source=path, label="candidate")
-        return models
-    if config.model_col not in recs.columns:
-        raise InputDataError(
-            f"recommendations table has no column {config.model_col!r} (it has: {', '.join(recs.columns)})"
-        )
-    model = F.col(config.model_col).cast("string")
-    named = [n for n in (config.baseline_model, *config.candidate_models) if n]
-    if not config.candidate_models:
-        # Every value of the column is a model: a handful of names, collected once.
-        named += sorted(
-            {r[0] for r in recs.select(model).distinct().collect()} - set(named), key=lambda v: (v is None, v)
-        )
-        if named and named[-1] is None:
-            raise InputDataError(
-                f"recommendations column {config.model_col!r} is null in some rows: every row needs its model"
-            )
-    if len(set(named)) != len(named):
-        raise ConfigError(f"a model is named twice: {', '.join(named)}")
-    if len(named) < 2:
-        raise ConfigError(f"compare needs at least two models, got {len(named)}: {', '.join(named) or 'none'}")
-    return {name: recs.filter(model == name).drop(config.model_col) for name in named}
+    result = compare_models(
+        models,
+        rel,
+        config.options,
+        model_col=config.model_col,
+        baseline=config.baseline_model if config.model_col else config.inputs.recommendations,
+        pairs=config.pairs,
+        correction=config.correction,
+        user_attributes=attributes,
+    ).persist()
+    opts, part = result.options, config.output.partition
+    try:
+        names = list(result.scored)
+        recommendations = [models] if config.model_col else list(models.values())
+        explain_input_errors(lambda: [df.count() for df in result.scored.values()], recommendations, rel, opts)
+        missing = [n for n in config.candidate_models if n not in names]
+        read = result.input_rows()
+        empty = missing + [n for n in names if read[n]["recommendations"] == 0]
+        if empty:
+            raise InputDataError(f"model {empty[0]!r} recommendations table is empty")
+        if read[names[0]]["relevance"] == 0:
+            raise InputDataError("relevance table is empty")
+        check_partition_column(part, result.per_user, result.summary)
+        storage.write_table(result.per_user, stage.table("per_user"))
+        rows = result.report()
+    finally:
+        result.unpersist()
+    if rows:
+        storage.write_table(spark.createDataFrame(rows), stage.table("comparison"))
+    if config.output.report:
+        notes = {**report_notes(config, opts), "correction": config.correction}
+        stage.file("report.html", render_comparison(rows, opts.group_by, notes=notes))
+    return {
+        "comparison": rows,
+        "partition": {part.key: part.value} if part else None,
+        "settings": config.to_dict(),
+        "input_rows": read,
+        "spark_version": spark.version,
+    }
 
 
-def check_connect(spark, config: JobConfig) -> None:
+def report_notes(config, opts: EvaluationOptions) -> Dict[str, Any]:
+    """The report page's line of settings: inputs, gain and the partition."""
+    notes = {"recommendations": config.inputs.recommendations, "relevance": config.inputs.relevance, "gain": opts.gain}
+    if config.command == "compare":
+        notes.pop("recommendations")
+    if config.output.partition:
+        notes["partition"] = config.output.partition.directory
+    return notes
+
+
+def check_partition_column(partition, *frames) -> None:
+    """The partition column must not be a column of what is written: its value would replace it."""
+    if partition is None:
+        return
+    for df in frames:
+        if partition.key in df.columns:
+            raise ConfigError(f"partition column {partition.key!r} is also a column of the output; choose another name")
+
+
+def write_rejected(spark, rejected, stage: publish.Staging) -> Dict[str, Dict[str, int]]:
+    """Write quarantined rows as ``rejected/<table>`` and count them per reason, as written."""
+    counts: Dict[str, Dict[str, int]] = {"recommendations": {}, "relevance": {}}
+    for table, frame in (rejected or {}).items():
+        path = stage.table(f"rejected/{table}")
+        storage.write_table(frame, path)
+        for row in spark.read.parquet(path).groupBy("reason").count().collect():
+            counts[table][row["reason"]] = row["count"]
+    return counts
+
+
+def check_connect(spark, config) -> None:
     """Over Spark Connect, refuse what the job could not do as documented (exit 2).
 
     The server resolves a relative path against its own working directory, and the client,
@@ -185,8 +203,9 @@ def check_connect(spark, config: JobConfig) -> None:
     """
     if not storage.is_connect(spark):
         return
-    paths = [(key, getattr(config, key)) for key in ("recommendations", "relevance", "user_attributes", "output")]
-    paths += [("candidate", path) for path in config.candidates]
+    inputs, output = config.inputs, config.output.path
+    paths = [(key, getattr(inputs, key)) for key in ("recommendations", "relevance", "user_attributes")]
+    paths += [("candidate", path) for path in getattr(config, "candidates", ())] + [("output", output)]
     for key, value in paths:
         if not value or (key != "output" and not storage.is_path(value)):
             continue
@@ -195,33 +214,13 @@ def check_connect(spark, config: JobConfig) -> None:
                 f"{key} {value!r} is a relative path: over Spark Connect it would resolve on the server; "
                 "give an absolute path or a URI"
             )
-    scheme = config.output.split("://", 1)[0] if "://" in config.output else "file"
+    scheme = output.split("://", 1)[0] if "://" in output else "file"
     if scheme != "file":
         raise ConfigError(
-            f"output {config.output!r}: over Spark Connect the client writes summary.json and report.html with its "
+            f"output {output!r}: over Spark Connect the client writes summary.json and report.html with its "
             "own file system, which cannot reach a " + scheme + ":// URI; run the job with spark-submit "
             "(classic mode) or give a path the client and the server share"
         )
-
-
-def count_rows(
-    recommendations, relevance, opts: EvaluationOptions, relevance_rows: int = None, recommendations_name: str = None
-) -> Dict[str, int]:
-    """Each table's row count (``relevance_rows`` when counted already); an empty table raises
-    (naming the recommendations ``recommendations_name`` when given).
-
-    The schemas are checked first, so a missing column is named before any data is read.
-    """
-    _inputs.check_tables(recommendations, relevance, opts)
-    rows = {
-        "recommendations": recommendations.count(),
-        "relevance": relevance_rows if relevance_rows is not None else relevance.count(),
-    }
-    for table, n in rows.items():
-        if n == 0:
-            name = recommendations_name if table == "recommendations" and recommendations_name else table
-            raise InputDataError(f"{name} table is empty")
-    return rows
 
 
 def explain_input_errors(
@@ -279,7 +278,7 @@ def account_rows(read: Dict[str, int], rejected: Dict[str, Dict[str, int]], sums
     return tables
 
 
-def quality_gates(config: JobConfig, metrics: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+def quality_gates(config: EvaluateConfig, metrics: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """Each ``--fail-below`` gate held against every segment it selects, with the segment's
     mean and whether it passed.
 
@@ -290,10 +289,9 @@ def quality_gates(config: JobConfig, metrics: List[Dict[str, Any]]) -> List[Dict
     """
     group_by = config.options.group_by
     checked = []
-    for where, k, threshold in config.gates:
-        rows = [
-            m for m in metrics if m["k"] == k and all(m[c] is not None and str(m[c]) == value for c, value in where)
-        ]
+    for gate in config.gates:
+        k, threshold = gate.k, gate.threshold
+        rows = [m for m in metrics if gate.selects(m)]
         for m in rows:
             mean = m["mean_ndcg"]
             checked.append(
@@ -309,7 +307,7 @@ def quality_gates(config: JobConfig, metrics: List[Dict[str, Any]]) -> List[Dict
         if not rows:
             checked.append(
                 {
-                    "segment": dict(where),
+                    "segment": dict(gate.where),
                     "k": k,
                     "threshold": threshold,
                     "users": None,
@@ -335,10 +333,10 @@ def gate_failure(failed: List[Dict[str, Any]]) -> str:
     return f"quality gate failed: {what}{more} (outputs were written)"
 
 
-def finished_record(command: str, config: JobConfig, manifest: Dict[str, Any], status: str) -> Dict[str, Any]:
+def finished_record(command: str, config, manifest: Dict[str, Any], status: str) -> Dict[str, Any]:
     """The ``ndcg_spark.finished`` JSON line: the figures per segment and k (``"all"`` for the
     whole list), and without segments also ``users`` and ``mean_ndcg`` keyed by k."""
-    group_by, part = config.options.group_by, config.partition_spec
+    group_by, part = config.options.group_by, config.output.partition
     if command == "compare":
         fields = (
             "baseline_model",
@@ -357,8 +355,8 @@ def finished_record(command: str, config: JobConfig, manifest: Dict[str, Any], s
     figures = [
         {"segment": {c: r[c] for c in group_by}, "k": k_label(r["k"]), **{f: r.get(f) for f in fields}} for r in rows
     ]
-    record = {"event": "ndcg_spark.finished", "command": command, "status": status, "output": config.output}
-    record["partition"] = dict([part]) if part else None
+    record = {"event": "ndcg_spark.finished", "command": command, "status": status, "output": config.output.path}
+    record["partition"] = {part.key: part.value} if part else None
     if command != "compare" and not group_by:
         record["users"] = rows[0]["users"] if rows else 0
         record["mean_ndcg"] = {k_label(r["k"]): r["mean_ndcg"] for r in rows}

@@ -1,41 +1,26 @@
-"""Reading the job's inputs and writing its outputs: tables, partitions, manifests, small files."""
+"""The job's reading and writing: input tables, Parquet tables, and small files and folders on
+the output's file system (:class:`Files`)."""
 
 from __future__ import annotations
 
 import json
+import math
 import os
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, List, Optional
 from urllib.parse import urlparse
 
-from ndcg_spark.errors import ConfigError
 from ndcg_spark.reading import read_table
-
-#: What a previous ndcg-spark run may have left in an output directory.
-OUR_OUTPUTS = {
-    "per_user",
-    "summary",
-    "summary.json",
-    "rejected",
-    "_manifests",
-    "report.html",
-    "comparison",
-    "comparison.json",
-    ".summary.json.tmp",
-    ".report.html.tmp",
-    ".comparison.json.tmp",
-}
-
-Partition = Optional[Tuple[str, str]]
 
 
 def read_input(spark, config, role: str, source: Optional[str] = None, label: Optional[str] = None):
     """One input table of the job, with its format and schema (:func:`ndcg_spark.read_table`)."""
+    inputs = config.inputs
     return read_table(
         spark,
-        source if source is not None else getattr(config, role),
-        config.input_format(role),
+        source if source is not None else getattr(inputs, role),
+        inputs.format_of(role),
         role=role,
-        schema=getattr(config, f"{role}_schema"),
+        schema=getattr(inputs, f"{role}_schema"),
         options=config.options,
         label=label,
     )
@@ -47,118 +32,203 @@ def is_path(source: str) -> bool:
     return "/" in source or "://" in source or os.path.exists(source)
 
 
-def check_output(output: str) -> None:
-    """Refuse to overwrite a local directory that holds something other than our own output."""
-    path = output[len("file:") :] if output.startswith("file:") else output
-    if "://" in path or not os.path.exists(path):
-        return
-    if not os.path.isdir(path):
-        raise ConfigError(f"output {output} is a file, not a directory")
-    strange = sorted(set(os.listdir(path)) - OUR_OUTPUTS)[:3]
-    if strange:
-        raise ConfigError(
-            f"output {output} already holds other data ({', '.join(strange)}); "
-            "choose an empty directory or a previous ndcg-spark output"
-        )
-
-
-def check_partition_column(partition: Partition, *frames) -> None:
-    """The partition column must not be a column of what is written: its value would replace it."""
-    if partition is None:
-        return
-    for df in frames:
-        if partition[0] in df.columns:
-            raise ConfigError(f"partition column {partition[0]!r} is also a column of the output; choose another name")
-
-
-def partition_directory(partition: Tuple[str, str]) -> str:
-    """``key=value``, the directory Spark's partition discovery maps to the column ``key``."""
-    return "=".join(partition)
-
-
-def table_path(output: str, name: str, partition: Partition) -> str:
-    """Where table ``name`` of this run lives: ``DIR/name`` or ``DIR/name/key=value``."""
-    path = os.path.join(output, name)
-    return path if partition is None else os.path.join(path, partition_directory(partition))
-
-
-def write_table(df, output: str, name: str, partition: Partition) -> None:
-    """Parquet; under a partition, replace that partition only, even with an empty frame.
-
-    A partition is written straight into its directory, which Spark's partition discovery reads
-    back as the column: a dynamic partition overwrite writes nothing for an empty frame (e.g. no
-    rejected rows), which would leave a previous run's rows of that partition in place.
-    """
-    df.write.mode("overwrite").parquet(table_path(output, name, partition))
-
-
-def manifest_dir(output: str, partition: Partition) -> str:
-    """Where the run's manifest and report go: ``DIR``, or ``DIR/_manifests/key=value``."""
-    return output if partition is None else os.path.join(output, "_manifests", partition_directory(partition))
-
-
-def write_json(spark, directory: str, name: str, record: Dict[str, Any]) -> None:
-    """A manifest: indented JSON in one small file."""
-    write_text(spark, directory, name, json.dumps(record, indent=2, default=str) + "\n")
-
-
 def is_connect(spark) -> bool:
     """Whether ``spark`` is a Spark Connect session (no JVM, no Hadoop API on this side)."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
-def write_text(spark, directory: str, name: str, text: str) -> None:
-    """Write one small file ``directory/name`` atomically: a temporary name, then a rename.
+def write_table(df, path: str) -> None:
+    """Parquet at ``path``, a folder no earlier run wrote (a run's staging area)."""
+    df.write.mode("errorifexists").parquet(path)
 
-    In classic mode through the session's Hadoop FileSystem API, so the file lands, as itself,
-    on whatever file system Spark writes the tables to (``hdfs://``, ``s3a://``, a path on the
-    default file system). Over Spark Connect the client has no Hadoop API: it writes with its
-    own file system (the job refuses, before reading anything, an output it cannot reach this
-    way: see :func:`ndcg_spark.job.pipeline.check_connect`).
+
+def strict_json(record: Any, **kwargs) -> str:
+    """JSON that strict parsers read: a float that is not a number (NaN, infinity) becomes null.
+
+    Examples
+    --------
+    >>> strict_json({"mean_ndcg": float("nan"), "k": [1, float("inf")]})
+    '{"mean_ndcg": null, "k": [1, null]}'
     """
-    if is_connect(spark):
-        path = urlparse(directory).path if directory.startswith("file:") else directory
-        os.makedirs(path, exist_ok=True)
-        tmp = os.path.join(path, f".{name}.tmp")
-        with open(tmp, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, os.path.join(path, name))
-        return
-    write_hadoop_file(spark, directory, name, text.encode("utf-8"))
+    return json.dumps(_finite(record), allow_nan=False, default=str, **kwargs)
 
 
-def write_hadoop_file(spark, directory: str, name: str, data: bytes) -> None:
-    """``directory/name`` through Hadoop's FileSystem: written as ``.name.tmp``, then renamed.
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
-    On the local file system the raw file system is used, so no ``.crc`` side files appear. A
-    previous file of that name is deleted just before the rename (Hadoop's rename does not
-    replace): a reader sees the old file, then none, then the complete new one, never a part.
+
+class Files:
+    """Small files and folders of one output, on the file system its tables are written to.
+
+    In classic mode through the session's Hadoop FileSystem API, so they land beside the tables
+    on any Hadoop-compatible file system (``hdfs://``, ``s3a://``, a path on the default file
+    system); on the local file system the raw one, so no ``.crc`` side files appear. Over Spark
+    Connect the client has no Hadoop API: it uses its own file system, which the job has checked
+    to be the server's (a local absolute path).
     """
-    jvm = spark._jvm
-    Path = jvm.org.apache.hadoop.fs.Path
-    folder = Path(directory)
-    fs = folder.getFileSystem(spark._jsc.hadoopConfiguration())
-    if fs.getScheme() == "file":
-        fs = fs.getRawFileSystem()
-    target, tmp = Path(folder, name), Path(folder, f".{name}.tmp")
-    fs.mkdirs(folder)
-    stream = fs.create(tmp, True)
-    try:
-        stream.write(bytearray(data))
-    finally:
-        stream.close()
-    if fs.exists(target):
-        fs.delete(target, False)
-    if not fs.rename(tmp, target):
-        raise OSError(f"could not rename {tmp.toString()} to {target.toString()}")
 
+    def __init__(self, spark, root: str):
+        self.root = root
+        self._jvm = None if is_connect(spark) else spark._jvm
+        if self._jvm is not None:
+            self._path = self._jvm.org.apache.hadoop.fs.Path
+            fs = self._path(root).getFileSystem(spark._jsc.hadoopConfiguration())
+            self._fs = fs.getRawFileSystem() if fs.getScheme() == "file" else fs
+            self.local = fs.getScheme() == "file"
+        else:
+            self.local = True
 
-def write_rejected(spark, rejected, output: str, partition: Partition) -> Dict[str, Dict[str, int]]:
-    """Write quarantined rows to ``DIR/rejected/<table>/`` and count them per reason, as written."""
-    counts: Dict[str, Dict[str, int]] = {"recommendations": {}, "relevance": {}}
-    for table, frame in (rejected or {}).items():
-        write_table(frame, output, os.path.join("rejected", table), partition)
-        written = spark.read.parquet(table_path(output, os.path.join("rejected", table), partition))
-        for row in written.groupBy("reason").count().collect():
-            counts[table][row["reason"]] = row["count"]
-    return counts
+    def path(self, *parts: str) -> str:
+        """``root/part/...`` as the tables' writer takes it."""
+        return "/".join([self.root.rstrip("/"), *parts])
+
+    def _local(self, path: str) -> str:
+        if self._jvm is not None:
+            return self._path(path).toUri().getPath() if self.local else path
+        return urlparse(path).path if path.startswith("file:") else path
+
+    def exists(self, path: str) -> bool:
+        if self._jvm is None:
+            return os.path.exists(self._local(path))
+        return bool(self._fs.exists(self._path(path)))
+
+    def is_dir(self, path: str) -> bool:
+        if self._jvm is None:
+            return os.path.isdir(self._local(path))
+        return bool(self._fs.exists(self._path(path))) and bool(self._fs.getFileStatus(self._path(path)).isDirectory())
+
+    def list(self, path: str) -> List[str]:
+        """The names in folder ``path`` (none when it does not exist)."""
+        if self._jvm is None:
+            folder = self._local(path)
+            return sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+        if not self._fs.exists(self._path(path)):
+            return []
+        return sorted(status.getPath().getName() for status in self._fs.listStatus(self._path(path)))
+
+    def delete(self, path: str) -> None:
+        """Remove a file or a whole folder, if it is there."""
+        if self._jvm is None:
+            local = self._local(path)
+            if os.path.isdir(local):
+                import shutil
+
+                shutil.rmtree(local)
+            elif os.path.lexists(local):
+                os.remove(local)
+            return
+        self._fs.delete(self._path(path), True)
+
+    def rename(self, source: str, target: str) -> None:
+        """Move ``source`` to ``target`` (which must not exist), making ``target``'s parent."""
+        if self._jvm is None:
+            os.makedirs(os.path.dirname(self._local(target)), exist_ok=True)
+            os.rename(self._local(source), self._local(target))
+            return
+        target_path = self._path(target)
+        self._fs.mkdirs(target_path.getParent())
+        if not self._fs.rename(self._path(source), target_path):
+            raise OSError(f"could not rename {source} to {target}")
+
+    def read_text(self, path: str) -> Optional[str]:
+        """The text of a small file, or None when it does not exist."""
+        if self._jvm is None:
+            try:
+                with open(self._local(path), encoding="utf-8") as fh:
+                    return fh.read()
+            except FileNotFoundError:
+                return None
+        p = self._path(path)
+        if not self._fs.exists(p):
+            return None
+        stream = self._fs.open(p)
+        try:
+            reader = self._jvm.java.io.BufferedReader(self._jvm.java.io.InputStreamReader(stream, "UTF-8"))
+            lines = []
+            line = reader.readLine()
+            while line is not None:
+                lines.append(line)
+                line = reader.readLine()
+            return "\n".join(lines) + ("\n" if lines else "")
+        finally:
+            stream.close()
+
+    def write_text(self, path: str, text: str) -> None:
+        """Write a small file whole: as ``.NAME.tmp`` beside it, then renamed over any old one.
+
+        Hadoop's rename does not replace a file: the old one is deleted just before, so a reader
+        sees the old file, then none, then the complete new one, never a part.
+        """
+        folder, name = path.rsplit("/", 1)
+        tmp = f"{folder}/.{name}.tmp"
+        if self._jvm is None:
+            os.makedirs(self._local(folder), exist_ok=True)
+            with open(self._local(tmp), "w", encoding="utf-8") as fh:
+                fh.write(text)
+            os.replace(self._local(tmp), self._local(path))
+            return
+        self._fs.mkdirs(self._path(folder))
+        self._write(self._path(tmp), text, overwrite=True)
+        if self._fs.exists(self._path(path)):
+            self._fs.delete(self._path(path), False)
+        if not self._fs.rename(self._path(tmp), self._path(path)):
+            raise OSError(f"could not rename {tmp} to {path}")
+
+    def create_new(self, path: str, text: str) -> bool:
+        """Create ``path`` with ``text`` only if it does not exist; whether it was created.
+
+        On the local file system an exclusive create (``O_EXCL``), atomic between processes; on
+        HDFS Hadoop's create without overwrite, atomic in the NameNode. Object stores have no
+        such primitive: there two runs started at the same instant could both succeed.
+        """
+        if self.local:
+            local = self._local(path)
+            os.makedirs(os.path.dirname(local), exist_ok=True)
+            try:
+                fd = os.open(local, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                return False
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            return True
+        p = self._path(path)
+        self._fs.mkdirs(p.getParent())
+        try:
+            self._write(p, text, overwrite=False)
+        except Exception as exc:  # noqa: BLE001 - Py4J wraps FileAlreadyExistsException
+            if "FileAlreadyExists" in str(exc) or self._fs.exists(p):
+                return False
+            raise
+        return True
+
+    def _write(self, path, text: str, overwrite: bool) -> None:
+        stream = self._fs.create(path, overwrite)
+        try:
+            stream.write(bytearray(text.encode("utf-8")))
+        finally:
+            stream.close()
+
+    def data_files(self, path: str) -> List[str]:
+        """The data files of a written table folder (Spark's ``part-*`` files), recursively."""
+        if self._jvm is None:
+            base = self._local(path)
+            found = []
+            for folder, _, names in os.walk(base):
+                rel = os.path.relpath(folder, base)
+                found += [n if rel == "." else f"{rel}/{n}" for n in names if not n.startswith(("_", "."))]
+            return sorted(found)
+        found = []
+        iterator = self._fs.listFiles(self._path(path), True)
+        prefix = self._fs.makeQualified(self._path(path)).toString().rstrip("/") + "/"
+        while iterator.hasNext():
+            name = iterator.next().getPath().toString()
+            rel = name[len(prefix) :] if name.startswith(prefix) else name
+            if not rel.split("/")[-1].startswith(("_", ".")):
+                found.append(rel)
+        return sorted(found)

@@ -1,0 +1,335 @@
+"""How a run's outputs become visible: layout, lock, staging, publish, marker.
+
+A run owns one *place* in an output directory: the whole directory, or one partition of it
+(``run_date=2026-11-21``). Its result is a set of tables (``per_user/``, ``summary/``, ...), files
+beside the marker (``report.html``) and the marker itself (``summary.json``), whose presence says
+that the tables it describes are complete. The protocol keeps that true however a run ends:
+
+1. The output's layout (which command made it, which partition key) is recorded once, in
+   ``DIR/_ndcg_spark/layout.json``; a run that does not fit it is refused before anything is read.
+2. A lock per place, ``DIR/_ndcg_spark/locks/<place>.lock``, is created atomically before
+   anything is written; a second run of the same place is refused (:class:`OutputLocked`).
+3. Everything is written under ``DIR/_ndcg_spark/staging/<place>/<run id>/``, away from the live
+   paths. A run that stops here leaves the previous result as it was.
+4. Publish: a journal (``publish.json``) is written into the staging folder; then the marker
+   is removed, each table and file renamed into place (or the previous run's removed, when this
+   run has none), and the new marker written last.
+5. The next run of the place, holding the lock, finishes a publish whose journal is there (the
+   staged result was complete) and deletes staging folders without one.
+
+So a reader sees the previous result with its marker, the new one with its marker, or no marker.
+"""
+
+from __future__ import annotations
+
+import datetime
+import getpass
+import json
+import os
+import socket
+import sys
+import time
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Dict, Iterator, List, Optional, Sequence
+
+from ndcg_spark.errors import ConfigError, OutputLocked
+from ndcg_spark.job.config import Partition
+from ndcg_spark.job.storage import Files, strict_json
+
+#: The folder of the job's own state inside an output directory.
+STATE = "_ndcg_spark"
+#: What each command writes: its tables, the files beside its marker, and the marker's name.
+COMMANDS = {
+    "evaluate": (("per_user", "summary", "rejected/recommendations", "rejected/relevance"), "summary.json"),
+    "compare": (("per_user", "comparison"), "comparison.json"),
+}
+COMPANIONS = ("report.html",)
+#: Names an output directory may hold (anything else: the directory is not ours to write into).
+OUR_NAMES = {"per_user", "summary", "rejected", "comparison", "_manifests", STATE, *COMPANIONS}
+OUR_NAMES |= {marker for _, marker in COMMANDS.values()} | {f".{m}.tmp" for m in ("summary.json", "report.html")}
+
+#: Test hooks: pause (creating NDCG_SPARK_PAUSE_FILE, then sleeping) or fail at a named step.
+PAUSE_AT, PAUSE_FILE, FAIL_AT = "NDCG_SPARK_PAUSE_AT", "NDCG_SPARK_PAUSE_FILE", "NDCG_SPARK_FAIL_AT"
+
+
+def checkpoint(step: str) -> None:
+    """A named step of a run, where the fault-injection tests pause the job or make it fail."""
+    if os.environ.get(FAIL_AT) == step:
+        raise OSError(f"injected I/O failure at {step}")
+    if os.environ.get(PAUSE_AT) == step:
+        with open(os.environ[PAUSE_FILE], "w") as fh:
+            fh.write(step)
+        while True:
+            time.sleep(60)
+
+
+@dataclass(frozen=True)
+class Place:
+    """One run's place in an output directory: the paths of its tables, files and marker."""
+
+    files: Files
+    command: str
+    partition: Optional[Partition]
+
+    @property
+    def name(self) -> str:
+        """``key=value`` for a partition, ``output`` for the whole directory."""
+        return self.partition.directory if self.partition else "output"
+
+    @property
+    def tables(self) -> Sequence[str]:
+        return COMMANDS[self.command][0]
+
+    @property
+    def marker(self) -> str:
+        return f"{self.marker_dir}/{COMMANDS[self.command][1]}"
+
+    @property
+    def marker_dir(self) -> str:
+        """``DIR``, or ``DIR/_manifests/key=value`` for a partition (the report lives there too)."""
+        if self.partition is None:
+            return self.files.root.rstrip("/")
+        return self.files.path("_manifests", self.partition.directory)
+
+    def table(self, name: str) -> str:
+        """The live path of table ``name``: ``DIR/name`` or ``DIR/name/key=value``."""
+        if self.partition is None:
+            return self.files.path(name)
+        return self.files.path(name, self.partition.directory)
+
+    @property
+    def lock_path(self) -> str:
+        return self.files.path(STATE, "locks", f"{self.name}.lock")
+
+    @property
+    def staging_root(self) -> str:
+        return self.files.path(STATE, "staging", self.name)
+
+
+# ----------------------------------------------------------------------------- layout
+
+
+def layout_of(place: Place) -> Dict[str, Any]:
+    return {"command": place.command, "partition_key": place.partition.key if place.partition else None}
+
+
+def recorded_layout(files: Files) -> Optional[Dict[str, Any]]:
+    """The layout written by the output's first run; for an output written before layouts were
+    recorded, the one its markers show; None for a new output."""
+    text = files.read_text(files.path(STATE, "layout.json"))
+    if text is not None:
+        return json.loads(text)
+    names = set(files.list(files.root))
+    for command, (_, marker) in COMMANDS.items():
+        if marker in names:
+            return {"command": command, "partition_key": None}
+    for directory in files.list(files.path("_manifests")):
+        markers = set(files.list(files.path("_manifests", directory)))
+        for command, (_, marker) in COMMANDS.items():
+            if marker in markers and "=" in directory:
+                return {"command": command, "partition_key": directory.split("=", 1)[0]}
+    return None
+
+
+def check_layout(place: Place) -> None:
+    """Refuse (exit 2, nothing touched) a run that does not fit the output it writes into."""
+    files = place.files
+    if files.exists(files.root) and not files.is_dir(files.root):
+        raise ConfigError(f"output {files.root} is a file, not a directory")
+    strange = [n for n in files.list(files.root) if n not in OUR_NAMES]
+    if strange:
+        raise ConfigError(
+            f"output {files.root} already holds other data ({', '.join(strange[:3])}); "
+            "choose an empty directory or a previous ndcg-spark output"
+        )
+    _check_fits(place, recorded_layout(files))
+
+
+def _check_fits(place: Place, layout: Optional[Dict[str, Any]]) -> None:
+    if layout is None:
+        return
+    root, key = place.files.root, layout.get("partition_key")
+    if layout.get("command") != place.command:
+        raise ConfigError(
+            f"output {root} holds the results of 'ndcg-spark {layout.get('command')}', not of "
+            f"'ndcg-spark {place.command}'; choose another output"
+        )
+    mine = place.partition.key if place.partition else None
+    if mine == key:
+        return
+    if key is None:
+        raise ConfigError(f"output {root} is not partitioned; run without --run-date/--partition, or choose another")
+    if mine is None:
+        raise ConfigError(
+            f"output {root} is partitioned by {key}: give --run-date or --partition {key}=VALUE "
+            "(a run of the whole output would replace every partition)"
+        )
+    raise ConfigError(f"output {root} is partitioned by {key}, not by {mine}; choose another output")
+
+
+def _record_layout(place: Place) -> None:
+    """Write the layout once; a run that lost the race to a run of another layout is refused."""
+    files = place.files
+    path = files.path(STATE, "layout.json")
+    if not files.create_new(path, strict_json(layout_of(place), indent=2) + "\n"):
+        _check_fits(place, json.loads(files.read_text(path)))
+
+
+# ----------------------------------------------------------------------------- lock
+
+
+def _owner(run_id: str, place: Place) -> Dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "command": place.command,
+        "place": place.name,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "user": getpass.getuser(),
+        "started": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+
+def describe_owner(text: Optional[str]) -> str:
+    """A lock's owner in words: which run, where and since when."""
+    try:
+        o = json.loads(text or "")
+        return f"run {o['run_id']} (pid {o['pid']} on {o['host']}, user {o['user']}, started {o['started']})"
+    except (ValueError, KeyError, TypeError):
+        return "a run that left no owner record"
+
+
+@contextmanager
+def locked(place: Place, run_id: str, break_lock: bool = False) -> Iterator[Optional[str]]:
+    """Hold the place's lock; yields the owner of a lock broken on purpose (``break_lock``), or None.
+
+    A lock is never taken over silently: without ``break_lock`` a held lock stops the run
+    (:class:`OutputLocked`, exit 5). The lock is released only by the run that holds it.
+    """
+    files, path = place.files, place.lock_path
+    owner = strict_json(_owner(run_id, place))
+    broken = None
+    if not files.create_new(path, owner):
+        held = files.read_text(path)
+        if not break_lock:
+            raise OutputLocked(
+                f"output {files.root} ({place.name}) is locked by {describe_owner(held)}; if that run is no longer "
+                "running, run again with --break-lock"
+            )
+        broken = describe_owner(held)
+        print(f"ndcg-spark: breaking the lock of {broken} on {files.root} ({place.name})", file=sys.stderr)
+        files.delete(path)
+        if not files.create_new(path, owner):
+            raise OutputLocked(f"output {files.root} ({place.name}) was locked again by {describe_owner(None)}")
+    try:
+        yield broken
+    finally:
+        held = files.read_text(path)
+        if held is not None and json.loads(held).get("run_id") == run_id:
+            files.delete(path)
+
+
+# ----------------------------------------------------------------------------- staging and publish
+
+
+def new_run_id() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:8]
+
+
+def recover(place: Place) -> List[str]:
+    """Finish or clear what earlier runs of this place left (call it holding the lock).
+
+    A staging folder with a journal holds a complete result whose publish was interrupted: the
+    publish is finished. One without a journal is a run that stopped before publishing: deleted.
+    Returns the run ids whose publish was finished.
+    """
+    files, finished = place.files, []
+    for run_id in files.list(place.staging_root):
+        folder = f"{place.staging_root}/{run_id}"
+        journal = files.read_text(f"{folder}/publish.json")
+        if journal is not None:
+            _apply(files, json.loads(journal))
+            finished.append(run_id)
+        files.delete(folder)
+    return finished
+
+
+class Staging:
+    """Where one run writes its result before publishing it."""
+
+    def __init__(self, place: Place, run_id: str):
+        self.place, self.run_id = place, run_id
+        self.folder = f"{place.staging_root}/{run_id}"
+        self.written: Dict[str, str] = {}
+
+    def table(self, name: str) -> str:
+        """The staging path of table ``name``; the table is published if written there."""
+        self.written[name] = f"{self.folder}/tables/{name}"
+        return self.written[name]
+
+    def file(self, name: str, text: str) -> None:
+        """A file published beside the marker (``report.html``)."""
+        path = f"{self.folder}/files/{name}"
+        self.place.files.write_text(path, text)
+        self.written[name] = path
+
+    def describe(self) -> Dict[str, Any]:
+        """What the marker vouches for: each table's live path (relative to the output) and data
+        files, and the files beside the marker."""
+        root = self.place.files.root.rstrip("/") + "/"
+        tables = {}
+        for name in self.place.tables:
+            if name in self.written:
+                live = self.place.table(name)
+                files = self.place.files.data_files(self.written[name])
+                tables[name] = {"path": live[len(root) :], "files": files}
+        companions = [n for n in COMPANIONS if n in self.written]
+        return {"tables": tables, "files": companions}
+
+    def publish(self, marker: Dict[str, Any]) -> None:
+        """Put the staged result in place, the marker last (see the module's protocol)."""
+        place, files = self.place, self.place.files
+        _record_layout(place)
+        moves = [(n, self.written[n], place.table(n)) for n in place.tables if n in self.written]
+        moves += [(n, self.written[n], f"{place.marker_dir}/{n}") for n in COMPANIONS if n in self.written]
+        removes = [place.table(n) for n in place.tables if n not in self.written]
+        removes += [f"{place.marker_dir}/{n}" for n in COMPANIONS if n not in self.written]
+        journal = {
+            "run_id": self.run_id,
+            "folder": self.folder,
+            "marker": place.marker,
+            "marker_text": strict_json(marker, indent=2) + "\n",
+            "moves": moves,
+            "removes": removes,
+        }
+        checkpoint("staged")
+        files.write_text(f"{self.folder}/publish.json", strict_json(journal, indent=2))
+        _apply(files, journal)
+
+    def discard(self) -> None:
+        """Delete the staging folder of a run that did not publish (one whose publish began is
+        left to the next run to finish), and the place's staging folder once empty."""
+        files = self.place.files
+        if not files.exists(f"{self.folder}/publish.json"):
+            files.delete(self.folder)
+        if not files.list(self.place.staging_root):
+            files.delete(self.place.staging_root)
+
+
+def _apply(files: Files, journal: Dict[str, Any]) -> None:
+    """The publish itself; idempotent, so an interrupted one is finished by running it again."""
+    files.delete(journal["marker"])
+    checkpoint("marker_removed")
+    for name, source, target in journal["moves"]:
+        if files.exists(source):
+            files.delete(target)
+            checkpoint(f"removed:{name}")
+            files.rename(source, target)
+            checkpoint(f"moved:{name}")
+    for path in journal["removes"]:
+        files.delete(path)
+    files.write_text(journal["marker"], journal["marker_text"])
+    checkpoint("published")
+    files.delete(journal["folder"])
