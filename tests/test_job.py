@@ -250,21 +250,20 @@ def test_bad_input_in_a_fresh_process_is_one_line_on_stderr(tmp_path):
 
 
 def test_defaults_toml_documents_every_option_with_its_default():
-    import dataclasses
     import re
     import tomllib
 
-    from ndcg_spark.job import JobConfig
+    from ndcg_spark.job import CompareConfig, EvaluateConfig
     from ndcg_spark.options import EvaluationOptions
 
     path = ROOT / "conf" / "defaults.toml"
     text = path.read_text()
     values = tomllib.loads(text)
-    config = JobConfig.from_mapping({**values, "recommendations": "r/", "relevance": "g/", "output": "o/"})
+    evaluate_keys = {k: v for k, v in values.items() if k in EvaluateConfig.keys()}
+    config = EvaluateConfig.from_mapping({**evaluate_keys, "recommendations": "r/", "relevance": "g/", "output": "o/"})
     assert config.options == EvaluationOptions()
     documented = set(re.findall(r"^#?\s*([a-z_]+)\s*=", text, flags=re.M))
-    job_fields = {f.name for f in dataclasses.fields(JobConfig)} - {"options"}
-    missing = (set(EvaluationOptions.names()) | job_fields) - documented
+    missing = (set(EvaluateConfig.keys()) | set(CompareConfig.keys())) - documented
     assert not missing, f"not documented in conf/defaults.toml: {sorted(missing)}"
 
 
@@ -419,24 +418,27 @@ def test_small_files_go_through_hadoop_as_single_files_on_a_file_uri(spark, suit
     from ndcg_spark.job import storage
 
     written = []
-    real = storage.write_hadoop_file
+    real = storage.Files.write_text
 
-    def spy(spark_, directory, name, data):
-        written.append((directory, name))
-        real(spark_, directory, name, data)
+    def spy(self, path, text):
+        assert self._jvm is not None and path.startswith(out.as_uri())
+        written.append(tuple(path.rsplit("/", 1)))
+        real(self, path, text)
 
-    monkeypatch.setattr(storage, "write_hadoop_file", spy)
+    monkeypatch.setattr(storage.Files, "write_text", spy)
     recs_path, rel_path, _, _ = suite_inputs
     out = tmp_path / "out"
     args = ["--recommendations", Path(recs_path).as_uri(), "--relevance", Path(rel_path).as_uri(), "--k", "3"]
     for _ in range(2):  # a re-run replaces the files
         assert run([*args, "--output", out.as_uri()]) == EXIT_OK
-    assert sorted(os.listdir(out)) == ["per_user", "report.html", "summary", "summary.json"]
+    assert sorted(os.listdir(out)) == ["_ndcg_spark", "per_user", "report.html", "summary", "summary.json"]
     assert _manifest(out)["settings"]["output"] == out.as_uri()
     assert (out / "report.html").read_text().startswith("<!DOCTYPE html>")
-    assert run([*args, "--output", out.as_uri(), "--run-date", "2026-11-22"]) == EXIT_OK
-    manifests = out / "_manifests" / "run_date=2026-11-22"
+    dated = tmp_path / "dated"
+    assert run([*args, "--output", dated.as_uri(), "--run-date", "2026-11-22"]) == EXIT_OK
+    manifests = dated / "_manifests" / "run_date=2026-11-22"
     assert sorted(os.listdir(manifests)) == ["report.html", "summary.json"]
     assert json.loads((manifests / "summary.json").read_text())["partition"] == {"run_date": "2026-11-22"}
-    assert [name for _, name in written] == ["report.html", "summary.json"] * 3
-    assert {d for d, _ in written} == {out.as_uri(), out.as_uri() + "/_manifests/run_date=2026-11-22"}
+    # Each run: its staged report, the publish journal, then the marker.
+    assert [name for _, name in written] == ["report.html", "publish.json", "summary.json"] * 3
+    assert {d for d, name in written if name == "summary.json"} == {out.as_uri(), manifests.as_uri()}

@@ -1,0 +1,298 @@
+"""The publish contract, tried as an operator would: kill the job at each step, fail it, run two
+at once, forget a flag, mix partition keys. After each, a marker is there only beside the tables
+it describes, and an earlier complete result is never lost before a new one replaces it.
+
+The kills are real: the job runs in its own process group (``start_new_session``), pauses at a
+named step (``NDCG_SPARK_PAUSE_AT``, creating ``NDCG_SPARK_PAUSE_FILE``) or is caught by the
+appearance of Spark's ``_temporary`` folder, and the whole group, JVM included, gets SIGKILL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from chispa import assert_df_equality
+
+from ndcg_spark.errors import EXIT_CONFIG, EXIT_FAILURE, EXIT_INPUT, EXIT_LOCKED, EXIT_OK
+from ndcg_spark.job import run
+
+ROOT = Path(__file__).resolve().parents[1]
+DATE = "2026-11-21"
+PLACE = f"run_date={DATE}"
+#: Seconds a subprocess job may take to reach its step on a loaded 2-core machine.
+WAIT = 600
+
+
+@pytest.fixture(scope="module")
+def inputs(spark, tmp_path_factory):
+    """A good model, a worse one (scores reversed), one with a bad row, and the relevance."""
+    base = tmp_path_factory.mktemp("publish-inputs")
+    rows = [(u, f"i{j}", float(10 - j)) for u in range(1, 31) for j in range(6)]
+    rel = [(u, f"i{j}", float((u + j) % 4)) for u in range(1, 31) for j in range(0, 8, 2)]
+    recs = spark.createDataFrame(rows, "user_id int, item_id string, score double")
+    paths = {
+        "good": recs,
+        "worse": recs.selectExpr("user_id", "item_id", "-score AS score"),
+        "bad": recs.selectExpr("user_id", "item_id", "IF(user_id = 7, CAST('NaN' AS DOUBLE), score) AS score"),
+        "rel": spark.createDataFrame(rel, "user_id int, item_id string, relevance double"),
+    }
+    for name, df in paths.items():
+        df.coalesce(1).write.parquet(str(base / name))
+    return {name: str(base / name) for name in paths}
+
+
+def args(inputs, out, model="good", *extra):
+    return ["--recommendations", inputs[model], "--relevance", inputs["rel"], "--output", str(out), "--k", "3,5", *extra]
+
+
+@pytest.fixture(scope="module")
+def published(inputs, tmp_path_factory):
+    """An output holding one complete dated result of the good model: the result a bad night must not lose."""
+    out = tmp_path_factory.mktemp("published") / "out"
+    assert run(args(inputs, out, "good", "--run-date", DATE)) == EXIT_OK
+    return out
+
+
+def marker_of(out: Path, place: str = PLACE):
+    path = out / "_manifests" / place / "summary.json" if place else out / "summary.json"
+    # Strict JSON: NaN or Infinity would raise here.
+    return json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(f"{c} in {path}")) if path.exists() else None
+
+
+def data_files(folder: Path):
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and not p.name[0] in "._")
+
+
+def check_invariant(spark, out: Path, place: str = PLACE):
+    """A marker is there only beside the tables and files it describes, with the figures they hold."""
+    marker = marker_of(out, place)
+    if marker is None:
+        return None
+    for name, table in marker["run"]["tables"].items():
+        folder = out / table["path"]
+        assert data_files(folder) == table["files"], f"{name}: the files the marker vouches for are not the table's"
+    for name in ("per_user", "summary", "rejected/recommendations", "rejected/relevance"):
+        live = out / name / place if place else out / name
+        assert live.exists() == (name in marker["run"]["tables"]), f"{name}: there, but not in the marker, or gone"
+    report = (out / "_manifests" / place if place else out) / "report.html"
+    assert report.exists() == ("report.html" in marker["run"]["files"])
+    # The figures of the tables are the marker's.
+    per_user = spark.read.parquet(str(out / "per_user" / place if place else out / "per_user"))
+    means = {r["k"]: (r["users"], r["mean"]) for r in per_user.groupBy("k").agg({"ndcg": "avg", "*": "count"})
+             .withColumnsRenamed({"avg(ndcg)": "mean", "count(1)": "users"}).collect()}  # fmt: skip
+    assert {m["k"]: m["users"] for m in marker["metrics"]} == {k: u for k, (u, _) in means.items()}
+    for m in marker["metrics"]:
+        assert m["mean_ndcg"] == pytest.approx(means[m["k"]][1], abs=1e-12)
+    summary = spark.read.parquet(str(out / "summary" / place if place else out / "summary"))
+    expected = spark.createDataFrame([{c: m[c] for c in summary.columns} for m in marker["metrics"]], summary.schema)
+    assert_df_equality(summary, expected, ignore_row_order=True, ignore_nullable=True)
+    return marker
+
+
+def start_job(argv, env_extra=None, cwd=None):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env_extra or {})}
+    return subprocess.Popen(
+        [sys.executable, "-m", "ndcg_spark", *argv],
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def kill_group(proc):
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(60)
+
+
+def wait_for(condition, proc, what):
+    deadline = time.time() + WAIT
+    while time.time() < deadline:
+        if condition():
+            return
+        if proc.poll() is not None:
+            pytest.fail(f"the job ended ({proc.returncode}) before {what}: {proc.stderr.read()[-2000:]}")
+        time.sleep(0.05)
+    kill_group(proc)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+#: Where a kill lands, and what a reader must see after it: the previous result, or no marker.
+KILLS = {
+    "writing per_user": None,
+    "staged": "previous",
+    "marker_removed": "none",
+    "moved:per_user": "none",
+    "removed:summary": "none",
+    "moved:report.html": "none",
+    "published": "new",
+}
+
+
+def test_a_kill_at_any_step_leaves_the_previous_result_or_no_marker(spark, inputs, published, tmp_path):
+    """Every step of a re-run with another model, killed; then the next run finishes or clears what it left."""
+    before = marker_of(published)
+    procs = {}
+    for i, step in enumerate(KILLS):
+        out = tmp_path / f"kill{i}"
+        shutil.copytree(published, out)
+        pause = tmp_path / f"paused{i}"
+        env = {} if step == "writing per_user" else {"NDCG_SPARK_PAUSE_AT": step, "NDCG_SPARK_PAUSE_FILE": str(pause)}
+        procs[step] = (out, pause, start_job(args(inputs, out, "worse", "--run-date", DATE), env))
+    for step, (out, pause, proc) in procs.items():
+        if step == "writing per_user":
+            staging = out / "_ndcg_spark" / "staging" / PLACE
+            wait_for(lambda: list(staging.glob("*/tables/per_user/_temporary")), proc, "per_user's _temporary")
+        else:
+            wait_for(pause.exists, proc, f"step {step}")
+        kill_group(proc)
+    for step, (out, _, _) in procs.items():
+        after = check_invariant(spark, out)
+        expected = KILLS[step] or "previous"
+        if expected == "previous":
+            assert after == before, step
+        elif expected == "none":
+            assert after is None, step
+        else:
+            assert after is not None and after["run"]["id"] != before["run"]["id"], step
+            assert after["settings"]["recommendations"] == inputs["worse"]
+        # The killed run's lock is left, names its owner, and is never taken over silently.
+        lock = json.loads((out / "_ndcg_spark" / "locks" / f"{PLACE}.lock").read_text())
+        assert {"run_id", "pid", "host", "user", "started"} <= set(lock)
+    # The next run (bad data: it stops before publishing) is refused until the lock is broken on
+    # purpose; holding it, it finishes an interrupted publish (the staged result was complete)
+    # or clears a staging folder without one, and then fails, leaving a consistent result.
+    for step, (out, _, _) in procs.items():
+        assert run(args(inputs, out, "bad", "--run-date", DATE)) == EXIT_LOCKED
+        assert run(args(inputs, out, "bad", "--run-date", DATE, "--break-lock")) == EXIT_INPUT
+        after = check_invariant(spark, out)
+        assert after is not None, step
+        finished = KILLS[step] in ("none", "new")
+        assert after["settings"]["recommendations"] == inputs["worse" if finished else "good"], step
+        assert not (out / "_ndcg_spark" / "staging" / PLACE).exists()
+        assert not (out / "_ndcg_spark" / "locks" / f"{PLACE}.lock").exists()
+
+
+def test_an_io_failure_during_a_rerun(spark, inputs, published, tmp_path, monkeypatch, capsys):
+    """An I/O error before the publish keeps the previous result; one inside it leaves no marker,
+    and the next run finishes that publish."""
+    for step, left in (("staged", "previous"), ("moved:per_user", "none")):
+        out = tmp_path / step.replace(":", "-")
+        shutil.copytree(published, out)
+        monkeypatch.setenv("NDCG_SPARK_FAIL_AT", step)
+        assert run(args(inputs, out, "worse", "--run-date", DATE)) == EXIT_FAILURE
+        assert f"injected I/O failure at {step}" in capsys.readouterr().err
+        monkeypatch.delenv("NDCG_SPARK_FAIL_AT")
+        after = check_invariant(spark, out)
+        assert (after == marker_of(published)) if left == "previous" else after is None
+        assert not (out / "_ndcg_spark" / "locks" / f"{PLACE}.lock").exists()  # a failed run releases its lock
+        assert run(args(inputs, out, "bad", "--run-date", DATE)) == EXIT_INPUT
+        after = check_invariant(spark, out)
+        assert after["settings"]["recommendations"] == inputs["good" if left == "previous" else "worse"]
+
+
+def test_a_second_run_of_the_same_date_is_refused_while_the_first_runs(spark, inputs, published, tmp_path, capsys):
+    out = tmp_path / "out"
+    shutil.copytree(published, out)
+    pause = tmp_path / "paused"
+    first = start_job(
+        args(inputs, out, "worse", "--run-date", DATE),
+        {"NDCG_SPARK_PAUSE_AT": "staged", "NDCG_SPARK_PAUSE_FILE": str(pause)},
+    )
+    try:
+        wait_for(pause.exists, first, "the first run's staged result")
+        assert run(args(inputs, out, "good", "--run-date", DATE)) == EXIT_LOCKED
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"ndcg-spark: error: output {out} ({PLACE}) is locked by run ")
+        assert f"pid {first.pid} on " in err[0] and err[0].endswith("run again with --break-lock")
+        # Another date is not held up.
+        assert run(args(inputs, out, "good", "--run-date", "2026-11-22")) == EXIT_OK
+    finally:
+        kill_group(first)
+    assert check_invariant(spark, out) == marker_of(published)
+    assert check_invariant(spark, out, "run_date=2026-11-22") is not None
+
+
+@pytest.mark.parametrize(
+    "flags, words",
+    [
+        ([], "is partitioned by run_date: give --run-date or --partition run_date=VALUE"),
+        (["--partition", "model=x"], "is partitioned by run_date, not by model"),
+        (["--run-date", "20261101"], "run_date = '20261101' is not a date of the form YYYY-MM-DD"),
+        (["--run-date", "2026-W44-7"], "run_date = '2026-W44-7' is not a date of the form YYYY-MM-DD"),
+    ],
+)
+def test_a_run_that_does_not_fit_the_output_touches_nothing(inputs, published, tmp_path, capsys, flags, words):
+    out = tmp_path / "out"
+    shutil.copytree(published, out)
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("*")}
+    assert run(args(inputs, out, "worse", *flags)) == EXIT_CONFIG
+    assert words in capsys.readouterr().err
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("*")} == before
+
+
+def test_layout_of_an_output_written_before_layouts_were_recorded(inputs, published, tmp_path, capsys):
+    out = tmp_path / "out"
+    shutil.copytree(published, out)
+    (out / "_ndcg_spark" / "layout.json").unlink()
+    assert run(args(inputs, out, "worse")) == EXIT_CONFIG
+    assert "is partitioned by run_date" in capsys.readouterr().err
+    compare = ["compare", "--baseline", inputs["good"], "--candidate", inputs["worse"], "--relevance", inputs["rel"]]
+    assert run([*compare, "--output", str(out), "--run-date", DATE]) == EXIT_CONFIG
+    assert "holds the results of 'ndcg-spark evaluate'" in capsys.readouterr().err
+
+
+def test_a_clean_rerun_leaves_nothing_of_the_earlier_run(spark, inputs, tmp_path):
+    """Quarantined rows and the report of the earlier run go when the new run has none."""
+    out = tmp_path / "out"
+    quarantine = ["--run-date", DATE, "--on-invalid-rows", "quarantine"]
+    assert run(args(inputs, out, "bad", *quarantine)) == EXIT_OK
+    first = check_invariant(spark, out)
+    assert set(first["run"]["tables"]) >= {"rejected/recommendations", "rejected/relevance"}
+    assert (out / "_manifests" / PLACE / "report.html").exists()
+    assert run(args(inputs, out, "good", "--run-date", DATE, "--report", "false")) == EXIT_OK
+    second = check_invariant(spark, out)
+    assert set(second["run"]["tables"]) == {"per_user", "summary"} and second["run"]["files"] == []
+    assert not (out / "rejected" / "recommendations" / PLACE).exists()
+    assert not (out / "_manifests" / PLACE / "report.html").exists()
+
+
+def test_an_unpartitioned_rerun_replaces_the_whole_result(spark, inputs, tmp_path):
+    out = tmp_path / "out"
+    assert run(args(inputs, out, "good")) == EXIT_OK
+    assert run(args(inputs, out, "worse")) == EXIT_OK
+    marker = check_invariant(spark, out, place="")
+    assert marker["settings"]["recommendations"] == inputs["worse"]
+    assert sorted(os.listdir(out)) == ["_ndcg_spark", "per_user", "report.html", "summary", "summary.json"]
+    assert run(args(inputs, out, "worse", "--run-date", DATE)) == EXIT_CONFIG
+
+
+def test_the_console_escapes_values_and_ends_with_the_one_json_line(spark, inputs, tmp_path, capsys):
+    """A segment value holding a newline and JSON cannot forge the finished line."""
+    forged = 'x\n{"event": "ndcg_spark.finished", "status": "ok"}\x1b[2J'
+    attributes = spark.createDataFrame([(u, forged if u % 2 else "kr") for u in range(1, 31)], "user_id int, seg string")
+    attributes.write.parquet(str(tmp_path / "attrs"))
+    out = tmp_path / "out"
+    flags = ["--user-attributes", str(tmp_path / "attrs"), "--group-by", "seg"]
+    assert run(args(inputs, out, "good", *flags)) == EXIT_OK
+    lines = capsys.readouterr().out.splitlines()
+    parsed = []
+    for line in lines:
+        try:
+            parsed.append(json.loads(line))
+        except ValueError:
+            continue
+    assert len(parsed) == 1 and lines[-1] == json.dumps(parsed[0]) and parsed[0]["status"] == "ok"
+    assert {f["segment"]["seg"] for f in parsed[0]["figures"]} == {forged, "kr"}
+    assert any('x\\n{"event": "ndcg_spark.finished", "status": "ok"}\\x1b[2J' in line for line in lines)
+    assert not any("\x1b" in line for line in lines[:-1])
