@@ -421,7 +421,7 @@ def test_small_files_go_through_hadoop_as_single_files_on_a_file_uri(spark, suit
     real = storage.Files.write_text
 
     def spy(self, path, text):
-        assert self._jvm is not None and path.startswith(out.as_uri())
+        assert self._jvm is not None and path.startswith(tmp_path.as_uri())
         written.append(tuple(path.rsplit("/", 1)))
         real(self, path, text)
 

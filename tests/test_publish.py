@@ -50,7 +50,17 @@ def inputs(spark, tmp_path_factory):
 
 
 def args(inputs, out, model="good", *extra):
-    return ["--recommendations", inputs[model], "--relevance", inputs["rel"], "--output", str(out), "--k", "3,5", *extra]
+    return [
+        "--recommendations",
+        inputs[model],
+        "--relevance",
+        inputs["rel"],
+        "--output",
+        str(out),
+        "--k",
+        "3,5",
+        *extra,
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -64,11 +74,13 @@ def published(inputs, tmp_path_factory):
 def marker_of(out: Path, place: str = PLACE):
     path = out / "_manifests" / place / "summary.json" if place else out / "summary.json"
     # Strict JSON: NaN or Infinity would raise here.
-    return json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(f"{c} in {path}")) if path.exists() else None
+    return (
+        json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(f"{c} in {path}")) if path.exists() else None
+    )
 
 
 def data_files(folder: Path):
-    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and not p.name[0] in "._")
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and p.name[0] not in "._")
 
 
 def check_invariant(spark, out: Path, place: str = PLACE):
@@ -152,7 +164,7 @@ def test_a_kill_at_any_step_leaves_the_previous_result_or_no_marker(spark, input
     for step, (out, pause, proc) in procs.items():
         if step == "writing per_user":
             staging = out / "_ndcg_spark" / "staging" / PLACE
-            wait_for(lambda: list(staging.glob("*/tables/per_user/_temporary")), proc, "per_user's _temporary")
+            wait_for(lambda s=staging: list(s.glob("*/tables/per_user/_temporary")), proc, "per_user's _temporary")
         else:
             wait_for(pause.exists, proc, f"step {step}")
         kill_group(proc)
@@ -280,7 +292,9 @@ def test_an_unpartitioned_rerun_replaces_the_whole_result(spark, inputs, tmp_pat
 def test_the_console_escapes_values_and_ends_with_the_one_json_line(spark, inputs, tmp_path, capsys):
     """A segment value holding a newline and JSON cannot forge the finished line."""
     forged = 'x\n{"event": "ndcg_spark.finished", "status": "ok"}\x1b[2J'
-    attributes = spark.createDataFrame([(u, forged if u % 2 else "kr") for u in range(1, 31)], "user_id int, seg string")
+    attributes = spark.createDataFrame(
+        [(u, forged if u % 2 else "kr") for u in range(1, 31)], "user_id int, seg string"
+    )
     attributes.write.parquet(str(tmp_path / "attrs"))
     out = tmp_path / "out"
     flags = ["--user-attributes", str(tmp_path / "attrs"), "--group-by", "seg"]

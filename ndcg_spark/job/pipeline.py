@@ -44,17 +44,20 @@ def _run(spark, config, compute: Callable) -> Dict[str, Any]:
     check_connect(spark, config)
     place = publish.Place(storage.Files(spark, config.output.path), config.command, config.output.partition)
     publish.check_layout(place)
-    run_id = publish.new_run_id()
-    with publish.locked(place, run_id, config.output.break_lock) as broken:
-        publish.recover(place)
-        stage = publish.Staging(place, run_id)
-        try:
-            manifest = compute(spark, config, stage)
-            manifest["run"] = {"id": run_id, "broke_lock_of": broken, **stage.describe()}
-            manifest["duration_seconds"] = round(time.time() - started, 3)
-            stage.publish(manifest)
-        finally:
-            stage.discard()
+    run_id, made_output = publish.new_run_id(), not place.files.exists(place.files.root)
+    try:
+        with publish.locked(place, run_id, config.output.break_lock) as broken:
+            publish.recover(place)
+            stage = publish.Staging(place, run_id)
+            try:
+                manifest = compute(spark, config, stage)
+                manifest["run"] = {"id": run_id, "broke_lock_of": broken, **stage.describe()}
+                manifest["duration_seconds"] = round(time.time() - started, 3)
+                stage.publish(manifest)
+            finally:
+                stage.discard()
+    finally:
+        publish.tidy(place, made_output)
     return manifest
 
 

@@ -318,6 +318,16 @@ class Staging:
             files.delete(self.place.staging_root)
 
 
+def tidy(place: Place, made_output: bool) -> None:
+    """Remove the empty folders a run made for its lock and staging, and the output folder if the
+    run made it and it is empty: a run that published nothing into a new output leaves nothing."""
+    files = place.files
+    for path in (place.staging_root, files.path(STATE, "staging"), files.path(STATE, "locks"), files.path(STATE)):
+        files.remove_if_empty(path)
+    if made_output:
+        files.remove_if_empty(files.root)
+
+
 def _apply(files: Files, journal: Dict[str, Any]) -> None:
     """The publish itself; idempotent, so an interrupted one is finished by running it again."""
     files.delete(journal["marker"])

@@ -125,6 +125,19 @@ class Files:
             return
         self._fs.delete(self._path(path), True)
 
+    def remove_if_empty(self, path: str) -> None:
+        """Remove folder ``path`` if it is there and empty (a non-empty one is left as it is)."""
+        if self._jvm is None:
+            try:
+                os.rmdir(self._local(path))
+            except OSError:
+                pass
+            return
+        try:
+            self._fs.delete(self._path(path), False)
+        except Exception:  # noqa: BLE001 - Py4J wraps the IOException of a folder that is not empty
+            pass
+
     def rename(self, source: str, target: str) -> None:
         """Move ``source`` to ``target`` (which must not exist), making ``target``'s parent."""
         if self._jvm is None:
