@@ -441,4 +441,7 @@ def test_small_files_go_through_hadoop_as_single_files_on_a_file_uri(spark, suit
     assert json.loads((manifests / "summary.json").read_text())["partition"] == {"run_date": "2026-11-22"}
     # Each run: its staged report, the publish journal, then the marker.
     assert [name for _, name in written] == ["report.html", "publish.json", "summary.json"] * 3
-    assert {d for d, name in written if name == "summary.json"} == {out.as_uri(), manifests.as_uri()}
+    assert {d for d, name in written if name == "summary.json"} == {
+        out.as_uri(),
+        f"{dated.as_uri()}/_manifests/run_date=2026-11-22",
+    }
