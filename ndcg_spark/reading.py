@@ -57,8 +57,9 @@ def read_table(
         A path (anything holding a ``/`` or a URI scheme, or an existing file), or else a
         catalog table name.
     format : {"parquet", "csv", "json", "orc", "trec"}
-        Format of a path. CSV has a header row; JSON has one object per line; ``trec`` is a TREC
-        run (role ``recommendations``) or qrels file (role ``relevance``).
+        Format of a path. CSV has a header row, the same in every file of a folder; JSON has one
+        object per line; ``trec`` is a TREC run (role ``recommendations``) or qrels file (role
+        ``relevance``).
     role : {"recommendations", "relevance", "user_attributes"}
         Which table this is: it decides the numeric columns of CSV and JSON, and the TREC layout.
     schema : str, optional
@@ -198,7 +199,8 @@ def _headers_checked(spark, source: str, df: DataFrame) -> DataFrame:
     names, and a file without a header would lose its first row as one. With the names as the
     schema and ``enforceSchema`` off, Spark compares each file's header with them (case aside)
     and stops at the first file that differs, naming it (:func:`malformed_row` words it). It
-    costs nothing: the header is the first line each file's reader meets anyway.
+    costs no pass: the header is the first line each file's reader meets anyway (only a header
+    with a name like Spark's ``_c<index>`` for an empty one has its first line read once more).
 
     A header with a repeated name cannot be stated as a schema (Spark renames the repeats): such
     a table is read as before, unchecked.
