@@ -305,8 +305,8 @@ def malformed_row(text: str) -> Optional[str]:
             "every CSV file of a table must begin with the same header, in the same order"
         )
     parquet = re.search(
-        r"Parquet column \[(.*?)\]\. Expected Spark type (\S+), actual Parquet type (\w+)"
-        r"|Column: \[(.*?)\], Expected: (\S+), Found: (\w+)",
+        r"Parquet column \[(.*?)\]\. Expected Spark type (.+?), actual Parquet type (\w+)"
+        r"|Column: \[(.*?)\], Expected: (.+?), Found: (\w+)",
         text,
     )
     if parquet:

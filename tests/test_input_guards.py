@@ -155,6 +155,27 @@ def test_job_exits_3_with_one_line_on_parquet_files_that_disagree_on_a_type(spar
     assert re.fullmatch("ndcg-spark: error: invalid input: " + PARQUET_WORDS, err[0]), err
 
 
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (  # Spark 3's words
+            "Parquet column cannot be converted in file file:/d/p.parquet. Column: [score], Expected: double, "
+            "Found: BINARY",
+            "file:/d/p.parquet stores column 'score' as BINARY where the table's schema has double",
+        ),
+        (  # a type with spaces
+            "Encountered error while reading file file:/d/p.parquet. Data type mismatches when reading Parquet "
+            "column [a]. Expected Spark type STRUCT<b: INT>, actual Parquet type INT64. SQLSTATE: KD001",
+            "file:/d/p.parquet stores column 'a' as INT64 where the table's schema has STRUCT<b: INT>",
+        ),
+        ("[FAILED_READ_FILE.NO_HINT] Encountered error while reading file file:/d/p.parquet.", None),
+    ],
+)
+def test_parquet_type_errors_are_worded_from_sparks_text(text, message):
+    got = malformed_row(text)
+    assert got == message if message is None else got.startswith(message + ": the files of one table")
+
+
 # ----------------------------------------------------------------------------- sums that overflow
 
 OVERFLOWS = [
