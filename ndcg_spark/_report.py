@@ -26,10 +26,15 @@ PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e
 
 
 def ndcg_histogram(per_user: DataFrame, group_by: Sequence[str] = (), bins: int = BINS) -> DataFrame:
-    """Counts of per-user NDCG in ``bins`` equal bins over [0, 1] (1.0 in the last), per segment and k."""
+    """Counts of per-user NDCG in ``bins`` equal bins over [0, 1] (1.0 in the last), per segment and k.
+
+    A user whose NDCG is not a finite number (null, NaN, infinite) is in no bin: flooring NaN
+    would put it in the first.
+    """
     b = F.least(F.floor(F.col("ndcg") * F.lit(bins)).cast("int"), F.lit(bins - 1))
     keys = [F.col(ident(c)) for c in (*group_by, "k")]
-    return per_user.groupBy(*keys, b.alias("bin")).agg(F.count(F.lit(1)).alias("users"))
+    finite = per_user.filter("ndcg IS NOT NULL AND NOT isnan(ndcg) AND abs(ndcg) <> CAST('Infinity' AS DOUBLE)")
+    return finite.groupBy(*keys, b.alias("bin")).agg(F.count(F.lit(1)).alias("users"))
 
 
 def render(

@@ -25,7 +25,7 @@ from pyspark.sql import DataFrame
 
 from ndcg_spark._sql import fails_if, ident, string_literal
 from ndcg_spark.errors import INPUT_ERROR_TAG
-from ndcg_spark.options import EvaluationOptions
+from ndcg_spark.options import EvaluationOptions, k_label
 
 #: Relevance at or above this overflows 2^rel - 1 in a double.
 MAX_EXPONENTIAL_RELEVANCE = 1024.0
@@ -205,6 +205,28 @@ def guard_lists(lists: DataFrame, rule_name: str, violated: str, opts: Evaluatio
     rule = _rank_tie(opts, []) if rule_name == RANK_TIE else _repeated_judgement(opts)
     message = string_literal(f"{INPUT_ERROR_TAG}: {rule.message()}, e.g. {opts.user_col}=")
     return lists.filter(fails_if(violated, f"concat({message}, CAST({ident(opts.user_col)} AS STRING))"))
+
+
+def guard_sums(per_list: DataFrame, sums: Sequence[Tuple[str, str, Optional[int]]], keys: Sequence[str]) -> DataFrame:
+    """Fail the run at the first list with a sum that is not a finite number, naming the figure and the list.
+
+    ``sums``: (column, the figure it holds, e.g. ``"dcg"``, its cutoff); ``keys``: the columns
+    that name a list (segments, then the user). Every gain is finite (the row rules see to it),
+    but a list's gains can add up past the largest double, and its NDCG would then be infinity
+    over infinity: NaN in every output. One filter on the per-list rows, which are built anyway.
+    """
+    whens = " ".join(
+        f"WHEN {_is_bad_number(ident(c))} THEN {string_literal(f'{name.upper()}@{k_label(k)}')}" for c, name, k in sums
+    )
+    problem = f"(CASE {whens} END)"
+    named = ", '/', ".join(
+        f"{string_literal(key + '=')}, coalesce(CAST({ident(key)} AS STRING), 'null')" for key in keys
+    )
+    message = (
+        f"concat({string_literal(f'{INPUT_ERROR_TAG}: relevance too large to add up: the ')}, {problem}, "
+        f"' of ', {named}, {string_literal(' overflows a double (its gains add up past 1.8e308)')})"
+    )
+    return per_list.filter(fails_if(f"{problem} IS NOT NULL", message))
 
 
 def split_rows(df: DataFrame, table: str, opts: EvaluationOptions) -> Tuple[DataFrame, DataFrame]:

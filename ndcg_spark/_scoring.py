@@ -25,7 +25,7 @@ from typing import Dict, List, Optional
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ndcg_spark import _judged, _ranking
+from ndcg_spark import _judged, _ranking, _rules
 from ndcg_spark._inputs import list_keys
 from ndcg_spark._judged import IDEAL, JUDGED_ITEMS, JUDGED_RELEVANCE, N_RELEVANT, N_RELEVANT_BINARY, is_relevant
 from ndcg_spark._ranking import ITEMS, ORDERS, positions_as_given
@@ -327,4 +327,7 @@ def _sums_per_list(with_hits: DataFrame, kept: List[str], opts: EvaluationOption
             f"sum(CASE WHEN __ndcg_p <= {cut} THEN __ndcg_dg END) AS {_at('dcg', j)}",
             f"sum(CASE WHEN {ideal_within} THEN __ndcg_idg END) AS {_at('idcg', j)}",
         ]
-    return rows.groupBy(*[F.col(c) for c in kept]).agg(*[F.expr(e) for e in sums])
+    per_list = rows.groupBy(*[F.col(c) for c in kept]).agg(*[F.expr(e) for e in sums])
+    # A list's gains can add up past the largest double: stop there rather than give NaN.
+    figures = [(_at(name, j), name, k) for j, k in enumerate(opts.cutoffs) for name in ("cg", "dcg", "idcg")]
+    return _rules.guard_sums(per_list, figures, [c for c in (*opts.group_by, opts.user_col) if c in with_hits.columns])

@@ -57,8 +57,9 @@ def read_table(
         A path (anything holding a ``/`` or a URI scheme, or an existing file), or else a
         catalog table name.
     format : {"parquet", "csv", "json", "orc", "trec"}
-        Format of a path. CSV has a header row; JSON has one object per line; ``trec`` is a TREC
-        run (role ``recommendations``) or qrels file (role ``relevance``).
+        Format of a path. CSV has a header row, the same in every file of a folder; JSON has one
+        object per line; ``trec`` is a TREC run (role ``recommendations``) or qrels file (role
+        ``relevance``).
     role : {"recommendations", "relevance", "user_attributes"}
         Which table this is: it decides the numeric columns of CSV and JSON, and the TREC layout.
     schema : str, optional
@@ -114,6 +115,8 @@ def read_table(
             df = _read_trec(spark, source, TREC_RUN if role == "recommendations" else TREC_QRELS, opts, label)
         else:
             df = _reader(spark, format).load(source)
+            if format == "csv":
+                df = _headers_checked(spark, source, df)
         # Over Spark Connect the reader is lazy: asking for the columns is what reads the schema.
         columns = df.columns
     except (ConfigError, InputDataError):
@@ -188,6 +191,36 @@ def _reader(spark, format: str):
     return reader
 
 
+def _headers_checked(spark, source: str, df: DataFrame) -> DataFrame:
+    """The CSV table read again so that every file's header must be the one its columns came from.
+
+    Spark takes the column names from one file's header and reads every other file by position:
+    a file whose header lists the columns in another order would have its values under the wrong
+    names, and a file without a header would lose its first row as one. With the names as the
+    schema and ``enforceSchema`` off, Spark compares each file's header with them (case aside)
+    and stops at the first file that differs, naming it (:func:`malformed_row` words it). It
+    costs no pass: the header is the first line each file's reader meets anyway (only a header
+    with a name like Spark's ``_c<index>`` for an empty one has its first line read once more).
+
+    A header with a repeated name cannot be stated as a schema (Spark renames the repeats): such
+    a table is read as before, unchecked.
+    """
+    columns = df.columns
+    line = ""
+    if any(name == f"_c{i}" for i, name in enumerate(columns)):
+        # Spark names an empty header field _c<index>: the header line tells it from one so named.
+        first = spark.read.text(source).filter("trim(value) <> ''").first()
+        line = first.value if first is not None else ""
+    names = ["" if name == f"_c{i}" and name not in line else name for i, name in enumerate(columns)]
+    # Spark renames each repeat of a name to the name followed by its index.
+    bases = [name[: -len(str(i))].lower() for i, name in enumerate(names) if name.endswith(str(i))]
+    if len({name.lower() for name in names}) < len(names) or len(set(bases)) < len(bases):
+        return df
+    schema = T.StructType([T.StructField(name, T.StringType()) for name in names])
+    # An empty name is stated as such, then given back the name Spark gave it.
+    return _reader(spark, "csv").schema(schema).option("enforceSchema", "false").load(source).toDF(*columns)
+
+
 def _read_trec(spark, source: str, layout, opts: EvaluationOptions, label: str) -> DataFrame:
     """A whitespace-separated TREC file; blank lines skipped, any other line must have every field."""
     kind, header = (
@@ -246,13 +279,43 @@ def read_failure(exc: BaseException, format: str) -> str:
 
 
 def malformed_row(text: str) -> Optional[str]:
-    """A one-line message for a CSV row that did not match its header (met while computing)."""
+    """A one-line message for an input file that Spark refused while computing, from its error text.
+
+    A CSV row whose fields do not match the header, a CSV file whose header is not the table's
+    (:func:`_headers_checked`), or a Parquet file that stores a column with another type than the
+    table's schema. None for any other error.
+    """
+    file = re.search(r"(?:while reading file|in file|CSV file:) (\S+?)\.?(?:\s|$)", text)
     record = re.search(r"Malformed CSV record: (.*?)(?: SQLSTATE|\n|$)", text)
-    if not record:
-        return None
-    file = re.search(r"while reading file (\S+?)\.?\s", text)
-    where = f"{file.group(1)} has" if file else "a CSV file has"
-    return f"{where} a row whose fields do not match its header: {record.group(1)[:QUOTED]!r}"
+    if record:
+        where = f"{file.group(1)} has" if file else "a CSV file has"
+        return f"{where} a row whose fields do not match its header: {record.group(1)[:QUOTED]!r}"
+    where = file.group(1) if file else "a file"
+    header = re.search(r"CSV header does not conform to the schema\.\s+Header: (.*)\n\s*Schema: (.*)\n", text)
+    if header:
+        return (
+            f"{where} has the header {header.group(1)[: 2 * QUOTED]!r} where the table's columns are "
+            f"{header.group(2)[: 2 * QUOTED]!r}: every CSV file of a table must begin with the same header, "
+            "in the same order"
+        )
+    count = re.search(r"Number of column in CSV header is not equal.*\s+Header length: (\d+), schema size: (\d+)", text)
+    if count:
+        return (
+            f"{where} has a header of {count.group(1)} columns where the table has {count.group(2)}: "
+            "every CSV file of a table must begin with the same header, in the same order"
+        )
+    parquet = re.search(
+        r"Parquet column \[(.*?)\]\. Expected Spark type (.+?), actual Parquet type (\w+)"
+        r"|Column: \[(.*?)\], Expected: (.+?), Found: (\w+)",
+        text,
+    )
+    if parquet:
+        column, expected, found = (g for g in parquet.groups() if g is not None)
+        return (
+            f"{where} stores column {column!r} as {found} where the table's schema has {expected}: "
+            "the files of one table must store each column with one type"
+        )
+    return None
 
 
 def first_line(exc: BaseException) -> str:
