@@ -60,12 +60,16 @@ _USERINFO = re.compile(r"(://)[^/@\s]+@")
 
 def mlflow_client(tracking_uri: Optional[str] = None):
     """An ``MlflowClient`` of ``tracking_uri`` (MLflow's own default, e.g. ``MLFLOW_TRACKING_URI``,
-    when None); a one-line ConfigError when MLflow is not installed."""
+    when None); a one-line ConfigError when MLflow is not installed or refuses the store (e.g.
+    ``sqlite:`` with ``mlflow-skinny``, which has no database backend)."""
     try:
         from mlflow.tracking import MlflowClient
     except ImportError:
         raise ConfigError("MLflow logging needs MLflow: pip install 'ndcg-spark[mlflow]' (or mlflow-skinny)") from None
-    return MlflowClient(tracking_uri=tracking_uri)
+    try:
+        return MlflowClient(tracking_uri=tracking_uri)
+    except Exception as exc:  # MLflow refuses a store it has no backend for as it opens it
+        raise ConfigError(f"MLflow tracking store {tracking_uri!r}: {_first_line(exc)}") from None
 
 
 def safe_name(text: str) -> str:
