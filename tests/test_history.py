@@ -15,7 +15,7 @@ from scipy import stats
 from ndcg_spark import evaluate
 from ndcg_spark._report import trend_chart
 from ndcg_spark.errors import ConfigError
-from ndcg_spark.job import history, storage
+from ndcg_spark.job import history, regression, storage
 from ndcg_spark.job.gates import ChangeGate
 from tests.helpers import frames, random_graded
 
@@ -115,7 +115,9 @@ def test_paired_change_matches_a_paired_t_interval_on_the_users_in_common(spark)
                     before.append((segment, u, k, float(rng.random())))
                 if u >= 3:  # users 3..24 are in both
                     after.append((segment, u, k, float(rng.random())))
-    changes = history.paired_change(per_user_frame(spark, after), per_user_frame(spark, before), ["segment"], "user_id")
+    changes = regression.paired_change(
+        per_user_frame(spark, after), per_user_frame(spark, before), ["segment"], "user_id"
+    )
     assert [(r["segment"], r["k"]) for r in changes] == [("a", 5), ("a", None), (None, 5), (None, None)]
     for r in changes:
         prev = {u: v for s, u, k, v in before if s == r["segment"] and k == r["k"]}
@@ -133,13 +135,13 @@ def test_paired_change_matches_a_paired_t_interval_on_the_users_in_common(spark)
 def test_paired_change_refuses_a_previous_run_with_other_segments(spark):
     now = per_user_frame(spark, [("a", 1, 5, 0.5)])
     with pytest.raises(Exception, match="has no column 'segment'"):
-        history.paired_change(now, now.drop("segment"), ["segment"], "user_id")
+        regression.paired_change(now, now.drop("segment"), ["segment"], "user_id")
 
 
 def test_regression_gate_fails_the_worse_night_and_names_what_it_compared(spark, nightly):
     output, nights = nightly
-    gates = history.parse_drop_gates("10:0.02", ["segment"], [5, 10])
-    outcome = history.regression_gate(spark, output, NIGHTS[2], nights[2][2].per_user, gates, ["segment"], "user_id")
+    gates = regression.parse_drop_gates("10:0.02", ["segment"], [5, 10])
+    outcome = regression.regression_gate(spark, output, NIGHTS[2], nights[2][2].per_user, gates, ["segment"], "user_id")
     assert outcome.previous == NIGHTS[1] and outcome.failed
     # The oracle: tonight's and last night's per-user NDCG@10, paired by user, per segment.
     both = {}
@@ -160,7 +162,7 @@ def test_regression_gate_fails_the_worse_night_and_names_what_it_compared(spark,
     assert f"difference {first['mean_difference']:+.6f}, 95% interval [{first['difference_ci_low']:+.6f}, " in message
     assert message.endswith("; 1 more gate(s) failed, see summary.json (outputs were written)")
     # The second night ran the same model on fewer users: nothing changed, the gate passes.
-    same = history.regression_gate(spark, output, NIGHTS[1], nights[1][2].per_user, gates, ["segment"], "user_id")
+    same = regression.regression_gate(spark, output, NIGHTS[1], nights[1][2].per_user, gates, ["segment"], "user_id")
     assert not same.failed and same.previous == NIGHTS[0]
     assert same.message.startswith("regression gate passed: run_date 2026-11-20 -> 2026-11-21")
     assert [g["mean_difference"] for g in same.checked] == [0.0, 0.0]
@@ -168,8 +170,8 @@ def test_regression_gate_fails_the_worse_night_and_names_what_it_compared(spark,
 
 def test_regression_gate_without_an_earlier_run_passes_and_says_so(spark, nightly):
     output, nights = nightly
-    gates = history.parse_drop_gates("10:0.02")
-    outcome = history.regression_gate(spark, output, NIGHTS[0], nights[0][2].per_user, gates, ["segment"], "user_id")
+    gates = regression.parse_drop_gates("10:0.02")
+    outcome = regression.regression_gate(spark, output, NIGHTS[0], nights[0][2].per_user, gates, ["segment"], "user_id")
     assert outcome.previous is None and not outcome.failed and outcome.checked == []
     assert outcome.message == f"regression gate: no complete run before run_date={NIGHTS[0]} in {output}; passed"
     assert outcome.to_dict()["previous"] is None
@@ -203,7 +205,7 @@ def change(mean_previous, difference, low, high, users=100, segment="a", k=10):
     ],
 )
 def test_drop_decision(gate, row, point_estimate, passed):
-    checked = history.check_drops([gate], [row], ["segment"], point_estimate=point_estimate)
+    checked = regression.check_drops([gate], [row], ["segment"], point_estimate=point_estimate)
     assert [g["passed"] for g in checked] == [passed]
 
 
@@ -220,9 +222,9 @@ def test_drop_decision(gate, row, point_estimate, passed):
     ],
 )
 def test_drop_gate_spelling(spec, expected):
-    gates = history.parse_drop_gates(spec, ["segment"], [5, 10, None])
+    gates = regression.parse_drop_gates(spec, ["segment"], [5, 10, None])
     assert gates == expected
-    assert [history.parse_drop_gates(g.describe(), ["segment"])[0] for g in gates] == expected
+    assert [regression.parse_drop_gates(g.describe(), ["segment"])[0] for g in gates] == expected
 
 
 @pytest.mark.parametrize(
@@ -240,7 +242,7 @@ def test_drop_gate_spelling(spec, expected):
 )
 def test_drop_gate_bad_spelling_is_one_line(spec, message):
     with pytest.raises(ConfigError, match=re.escape(message)) as caught:
-        history.parse_drop_gates(spec, ["segment"], [5, 10])
+        regression.parse_drop_gates(spec, ["segment"], [5, 10])
     assert "\n" not in str(caught.value)
 
 
@@ -306,3 +308,26 @@ def test_trend_chart_renders_in_headless_chromium_with_its_labels_inside(spark, 
     ).stdout  # fmt: skip
     assert 'data-lines="4"' in dom, dom[:2000]
     assert 'data-overflow="[]"' in dom
+
+
+def test_the_gate_can_compare_with_the_last_run_that_passed(spark, tmp_path):
+    output = str(tmp_path / "out")
+    now = per_user_frame(spark, [("a", u, 10, 0.5) for u in range(10)])
+    # Night 1 good (0.9), night 2 bad (0.5, its drop gate failed), tonight as bad as night 2.
+    for date, value, passed in (("2026-11-01", 0.9, True), ("2026-11-02", 0.5, False)):
+        storage.write_table(
+            per_user_frame(spark, [("a", u, 10, value) for u in range(10)]), output, "per_user", ("run_date", date)
+        )
+        manifest = {"metrics": [], "quality_gates": [], "regression_gate": {"gates": [{"passed": passed}]}}
+        storage.write_json(spark, storage.manifest_dir(output, ("run_date", date)), "summary.json", manifest)
+    gates = regression.parse_drop_gates("10:0.02")
+    last = regression.regression_gate(spark, output, "2026-11-03", now, gates, ["segment"], "user_id")
+    assert (last.previous, last.failed) == ("2026-11-02", False)
+    good = regression.regression_gate(spark, output, "2026-11-03", now, gates, ["segment"], "user_id", passed_only=True)
+    assert (good.previous, good.failed) == ("2026-11-01", True)
+    assert good.checked[0]["mean_difference"] == pytest.approx(-0.4, abs=1e-12)
+    assert good.checked[0]["difference_ci_low"] == good.checked[0]["difference_ci_high"] == pytest.approx(-0.4)
+    assert history.gates_passed({"quality_gates": [{"passed": True}, {"passed": False}]}) is False
+    assert history.gates_passed({"metrics": []}) is True
+    none = regression.regression_gate(spark, output, "2026-11-01", now, gates, ["segment"], "user_id", passed_only=True)
+    assert none.message.startswith("regression gate: no passing run before run_date=2026-11-01")
