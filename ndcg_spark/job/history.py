@@ -60,7 +60,7 @@ def complete_runs(spark, output: str, key: str = RUN_DATE) -> List[str]:
         names = [n for n in names if os.path.isfile(os.path.join(local, n, MARKER))]
     else:
         fs, folder = _hadoop(spark, manifests)
-        # One listing for every marker (a glob), not a call per directory: cheap on object stores.
+        # One glob: a listing of _manifests, then a status of each run's marker (no directory is read beyond that).
         found = fs.globStatus(spark._jvm.org.apache.hadoop.fs.Path(folder, f"*/{MARKER}")) or []
         names = [status.getPath().getParent().getName() for status in found if status.isFile()]
     return sorted(n[len(prefix) :] for n in names if n.startswith(prefix) and len(n) > len(prefix))
