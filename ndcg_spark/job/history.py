@@ -187,3 +187,13 @@ def trend_rows(
         runs.append((current[0], {"metrics": current[1]}))
     runs.sort(key=lambda run: run[0])
     return history_rows(runs[-last:] if last > 0 else [], key)
+
+
+def history_text(spark, output: str, *, key: str = RUN_DATE, last: Optional[int] = None, as_json: bool = False) -> str:
+    """What ``ndcg-spark history`` prints: the table of :func:`format_history`, or with
+    ``as_json`` the one JSON document of :func:`history_record`."""
+    runs = read_history(spark, output, key, last)
+    rows = history_rows(runs, key)
+    if as_json:
+        return json.dumps(history_record(output, rows, key), default=str)
+    return format_history(rows, history_segments(runs), key)
