@@ -38,6 +38,15 @@ def paired_change(
     The pairing and the sums run in Spark; one row per segment and k is collected, and the 95%
     interval of the mean difference is computed from it as ``compare`` does (paired t).
 
+    Parameters
+    ----------
+    current, previous : DataFrame
+        Per-user figures of the two runs: the segment columns, ``user_col``, ``k`` and ``ndcg``.
+    group_by : sequence of str
+        The segment columns.
+    user_col : str
+        The user column.
+
     Returns
     -------
     list of dict
@@ -222,7 +231,8 @@ def regression_gate(
 
 
 def describe_change(g: Dict[str, Any]) -> str:
-    """``NDCG@10 of model=v2: 480 users in common, difference -0.0312, 95% interval [...], limit -0.02``."""
+    """What a gate compared, e.g. ``NDCG@10 of model=v2: 480 users in common, difference
+    -0.031200, 95% interval [-0.040100, -0.022300], allowed drop 0.020000``."""
     segment = segment_text(g["segment"], list(g["segment"]))
     of = f" of {segment}" if segment else ""
     text = f"NDCG@{k_label(g['k'])}{of}: {g['users_in_common']} users in common"
