@@ -9,7 +9,7 @@ driver from those counts and the summary rows only.
 from __future__ import annotations
 
 import html
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -208,9 +208,11 @@ def render_comparison(
     group_by: Sequence[str] = (),
     title: str = "ndcg-spark comparison",
     notes: Optional[Dict[str, Any]] = None,
+    margins: Optional[Mapping[Any, Sequence[float]]] = None,
 ) -> str:
     """The comparison page: the pairs' table (with the corrected p-values) and, per k, each
-    pair's mean difference with its 95% interval."""
+    pair's mean difference with its 95% interval; ``margins`` ({k: [margin, ...]}, from the
+    non-inferiority gates) are drawn on their k's chart as dashed lines at -margin."""
     columns = ["baseline_model", "candidate_model", *group_by, *COMPARISON_COLUMNS]
     parts = [
         "<!DOCTYPE html>",
@@ -236,7 +238,9 @@ def render_comparison(
     parts += ["<h2>Pairs</h2>", f'<table id="comparison"><tr>{head}</tr>' + "".join(body) + "</table>"]
     parts.append("<h2>Mean difference (candidate − baseline) with its 95% interval</h2>")
     for k in sorted({r["k"] for r in rows}, key=lambda k: (k is None, k or 0)):
-        parts.append(difference_chart([r for r in rows if r["k"] == k], group_by, k))
+        at_k = [r for r in rows if r["k"] == k]
+        drawn = sorted(set((margins or {}).get(k) or ()))
+        parts.append(_margin_chart(at_k, group_by, k, drawn) if drawn else difference_chart(at_k, group_by, k))
     parts.append("</body></html>")
     return "\n".join(parts)
 
@@ -273,5 +277,118 @@ def difference_chart(rows: List[Dict[str, Any]], group_by: Sequence[str], k: Any
             f'<circle class="pair" cx="{x_of(r["mean_difference"]):.1f}" cy="{y:.1f}" r="4" fill="#1f77b4">'
             f"<title>{_e(tip)}</title></circle>"
         )
+    svg.append("</svg>")
+    return "".join(svg)
+
+
+def _margin_chart(
+    rows: List[Dict[str, Any]], group_by: Sequence[str], k: Any, margins: Sequence[float], width: int = 620
+) -> str:
+    """:func:`difference_chart` on a scale that reaches every -margin, each drawn as a dashed red line."""
+    shown = [r for r in rows if r.get("mean_difference") is not None]
+    left, right, top, line = 260, 20, 30, 22
+    height = top + line * max(len(shown), 1) + 20
+    ends = [(r.get(f"difference_ci_{e}"), r["mean_difference"]) for r in shown for e in ("low", "high")]
+    span = max([abs(v if v is not None else mean) for v, mean in ends] + [abs(m) for m in margins] + [1e-9])
+    w = width - left - right
+
+    def x_of(v: float) -> float:
+        return left + w * (v + span) / (2 * span)
+
+    svg = [f'<svg class="differences" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img">']
+    svg.append(f'<text x="8" y="18" font-size="13">NDCG@{_e(k_label(k))}</text>')
+    svg.append(f'<line x1="{x_of(0):.1f}" y1="{top - 6}" x2="{x_of(0):.1f}" y2="{height - 16}" stroke="#999"/>')
+    for m in margins:
+        svg.append(
+            f'<line class="margin" x1="{x_of(-m):.1f}" y1="{top - 6}" x2="{x_of(-m):.1f}" y2="{height - 16}" '
+            f'stroke="#d62728" stroke-dasharray="4 3"><title>non-inferiority margin -{m:g}</title></line>'
+            f'<text x="{x_of(-m):.1f}" y="{top - 10}" font-size="10" fill="#d62728" text-anchor="middle">-{m:g}</text>'
+        )
+    for v in (-span, span):
+        svg.append(f'<text x="{x_of(v):.1f}" y="{height - 4}" font-size="10" text-anchor="middle">{v:+.3g}</text>')
+    for i, r in enumerate(shown):
+        y = top + line * i + line / 2
+        low, high = (
+            r[c] if r.get(c) is not None else r["mean_difference"] for c in ("difference_ci_low", "difference_ci_high")
+        )
+        segment = ", ".join(f"{c}={r[c]}" for c in group_by)
+        label = f"{r['candidate_model']} vs {r['baseline_model']}" + (f" ({segment})" if segment else "")
+        p = r.get("p_value_adjusted")
+        tip = f"{label}: {r['mean_difference']:+.4f}" + (f", adjusted p = {p:.3g}" if p is not None else "")
+        svg.append(f'<text x="{left - 8}" y="{y + 4:.1f}" font-size="11" text-anchor="end">{_e(label)}</text>')
+        svg.append(f'<line x1="{x_of(low):.1f}" y1="{y:.1f}" x2="{x_of(high):.1f}" y2="{y:.1f}" stroke="#1f77b4"/>')
+        svg.append(
+            f'<circle class="pair" cx="{x_of(r["mean_difference"]):.1f}" cy="{y:.1f}" r="4" fill="#1f77b4">'
+            f"<title>{_e(tip)}</title></circle>"
+        )
+    svg.append("</svg>")
+    return "".join(svg)
+
+
+def trend_chart(
+    rows: List[Dict[str, Any]], group_by: Sequence[str], key: str = "run_date", width: int = 560, height: int = 320
+) -> str:
+    """Mean NDCG@k across runs (``key``, ascending), one line per segment and k with its 95% interval as a band.
+
+    ``rows``: one per run, segment and k, with ``mean_ndcg``, ``ndcg_ci_low``, ``ndcg_ci_high``.
+    """
+    shown = [r for r in rows if r.get("mean_ndcg") is not None]
+    runs = sorted({r[key] for r in shown})
+    lines: Dict[tuple, List[Dict[str, Any]]] = {}
+    for r in shown:
+        lines.setdefault((_segment(r, group_by), r["k"] is None, r["k"] or 0), []).append(r)
+    left, right, top, bottom = 50, 20, 20, 40
+    w, h = width - left - right, height - top - bottom
+    total = height + (LEGEND_LINE * len(lines) + 8 if runs else 0)
+    svg = [f'<svg id="ndcg-trend" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{total}" role="img">']
+    svg.append(f'<line x1="{left}" y1="{top + h}" x2="{left + w}" y2="{top + h}" stroke="#444"/>')
+    svg.append(f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + h}" stroke="#444"/>')
+    y_max = min(1.0, _nice(max([r.get("ndcg_ci_high") or r["mean_ndcg"] for r in shown] + [1e-9])))
+    for i in range(5):
+        v = y_max * i / 4
+        svg.append(
+            f'<text x="{left - 6}" y="{top + h - h * i / 4 + 4:.1f}" font-size="11" text-anchor="end">{v:.3g}</text>'
+        )
+    if not runs:
+        svg.append(f'<text x="{left + 10}" y="{top + 20}">no complete run</text></svg>')
+        return "".join(svg)
+
+    def x_of(run: str) -> float:
+        return left + (w * runs.index(run) / (len(runs) - 1) if len(runs) > 1 else w / 2)
+
+    def y_of(v: float) -> float:
+        return top + h - h * min(max(v, 0.0), y_max) / y_max
+
+    # Every run is a point; at most about eight are labelled, the last always.
+    step = max(1, -(-len(runs) // 8))
+    for i, run in enumerate(runs):
+        if i % step == 0 or i == len(runs) - 1:
+            # The last run sits on the right edge: its label ends there, so it stays inside the chart.
+            anchor = "end" if i == len(runs) - 1 and i > 0 else "middle"
+            svg.append(
+                f'<text x="{x_of(run):.1f}" y="{top + h + 16}" font-size="10" text-anchor="{anchor}">{_e(run)}</text>'
+            )
+    svg.append(f'<text x="{left + w / 2}" y="{height - 4}" font-size="12" text-anchor="middle">{_e(key)}</text>')
+    for i, ((segment, _, _), points) in enumerate(sorted(lines.items())):
+        color = PALETTE[i % len(PALETTE)]
+        points.sort(key=lambda r: r[key])
+        name = f"{segment}, NDCG@{k_label(points[0]['k'])}"
+        banded = [r for r in points if r.get("ndcg_ci_low") is not None and r.get("ndcg_ci_high") is not None]
+        if banded:
+            edge = [(x_of(r[key]), y_of(r["ndcg_ci_high"])) for r in banded]
+            edge += [(x_of(r[key]), y_of(r["ndcg_ci_low"])) for r in reversed(banded)]
+            outline = " ".join(f"{x:.1f},{y:.1f}" for x, y in edge)
+            svg.append(f'<polygon class="band" fill="{color}" fill-opacity="0.15" stroke="none" points="{outline}"/>')
+        line = " ".join(f"{x_of(r[key]):.1f},{y_of(r['mean_ndcg']):.1f}" for r in points)
+        svg.append(f'<polyline class="trend" fill="none" stroke="{color}" stroke-width="2" points="{line}"/>')
+        for r in points:
+            interval = f" [{r['ndcg_ci_low']:.4f}, {r['ndcg_ci_high']:.4f}]" if r in banded else ""
+            svg.append(
+                f'<circle cx="{x_of(r[key]):.1f}" cy="{y_of(r["mean_ndcg"]):.1f}" r="3" fill="{color}">'
+                f"<title>{_e(name)} {_e(r[key])}: {r['mean_ndcg']:.4f}{interval}</title></circle>"
+            )
+        y = height + LEGEND_LINE * i + 12
+        svg.append(f'<line x1="10" y1="{y - 4}" x2="30" y2="{y - 4}" stroke="{color}" stroke-width="2"/>')
+        svg.append(_label(name, 36, y, width - 36 - 8, 12, f'class="legend" fill="{color}"'))
     svg.append("</svg>")
     return "".join(svg)

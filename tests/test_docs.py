@@ -22,6 +22,8 @@ MODULES = [
     "ndcg_spark.conventions",
     "ndcg_spark.ml",
     "ndcg_spark._stats",
+    "ndcg_spark.job.gates",
+    "ndcg_spark.job.tracking",
 ]
 
 

@@ -1,0 +1,237 @@
+"""Each run of the job as an MLflow run: its settings as parameters, its figures as metrics, its
+manifest and report as artifacts, a gate's failure as a tag.
+
+MLflow is an optional extra (``pip install 'ndcg-spark[mlflow]'``) and is imported only here,
+inside the functions: the package and the job work without it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from ndcg_spark.errors import ConfigError
+from ndcg_spark.options import k_label
+
+#: Settings never sent to a tracking server: a Spark Connect URL may carry a token.
+PRIVATE_SETTINGS = ("remote",)
+
+#: Figures of a summary row logged as metrics (those present and numeric).
+SUMMARY_METRICS = (
+    "mean_ndcg",
+    "ndcg_ci_low",
+    "ndcg_ci_high",
+    "mean_dcg",
+    "std_ndcg",
+    "users",
+    "users_zero_idcg",
+    "users_without_recommendations",
+    "users_without_relevance",
+    "users_excluded",
+    "mean_precision",
+    "mean_recall",
+    "mean_ap",
+    "mean_rr",
+    "hit_rate",
+)
+
+#: Figures of a comparison row logged as metrics.
+COMPARISON_METRICS = (
+    "pairs",
+    "mean_ndcg_baseline",
+    "mean_ndcg_candidate",
+    "mean_difference",
+    "difference_ci_low",
+    "difference_ci_high",
+    "p_value",
+    "p_value_adjusted",
+    "wins",
+    "ties",
+    "losses",
+)
+
+#: MLflow's longest parameter value on every store version (newer ones take 6000).
+PARAM_LENGTH = 500
+_UNSAFE = re.compile(r"[^A-Za-z0-9_\-. /]")
+_USERINFO = re.compile(r"(://)[^/@\s]+@")
+
+
+def mlflow_client(tracking_uri: Optional[str] = None):
+    """An ``MlflowClient`` of ``tracking_uri`` (MLflow's own default, e.g. ``MLFLOW_TRACKING_URI``,
+    when None); a one-line ConfigError when MLflow is not installed or refuses the store (e.g.
+    ``sqlite:`` with ``mlflow-skinny``, which has no database backend)."""
+    try:
+        from mlflow.tracking import MlflowClient
+    except ImportError:
+        raise ConfigError("MLflow logging needs MLflow: pip install 'ndcg-spark[mlflow]' (or mlflow-skinny)") from None
+    try:
+        return MlflowClient(tracking_uri=tracking_uri)
+    except Exception as exc:  # MLflow refuses a store it has no backend for as it opens it
+        raise ConfigError(f"MLflow tracking store {tracking_uri!r}: {_first_line(exc)}") from None
+
+
+def safe_name(text: str) -> str:
+    """``text`` with every character MLflow refuses in a metric or parameter name replaced by ``_``.
+
+    Examples
+    --------
+    >>> safe_name("model=v2, country=kr")
+    'model_v2_ country_kr'
+    """
+    return _UNSAFE.sub("_", text)
+
+
+def metric_rows(manifest: Mapping[str, Any], command: str = "evaluate") -> List[Tuple[str, float]]:
+    """(name, value) of every figure of the manifest: ``mean_ndcg_at_10`` without segments,
+    ``model_v2.country_kr/mean_ndcg_at_10`` with them, ``candidate_vs_baseline/...`` for compare
+    (the model names made safe). ``all`` stands for the whole list; missing figures are skipped."""
+    settings = manifest.get("settings") or {}
+    group_by = settings.get("group_by") or []
+    group_by = [group_by] if isinstance(group_by, str) else list(group_by)
+    rows = manifest.get("comparison" if command == "compare" else "metrics") or []
+    figures = COMPARISON_METRICS if command == "compare" else SUMMARY_METRICS
+    out: List[Tuple[str, float]] = []
+    seen: Dict[str, int] = {}
+    for row in rows:
+        prefix = [f"{c}_{row.get(c)}" for c in group_by]
+        if command == "compare" and row.get("candidate_model") is not None:
+            prefix.insert(0, f"{row['candidate_model']}_vs_{row['baseline_model']}")
+        scope = safe_name(".".join(prefix))
+        for figure in figures:
+            value = row.get(figure)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            name = f"{scope}/" if scope else ""
+            name += f"{figure}_at_{k_label(row.get('k'))}"
+            # Two segments that read the same once made safe keep apart by a suffix, in row order.
+            seen[name] = seen.get(name, 0) + 1
+            out.append((name if seen[name] == 1 else f"{name}_{seen[name]}", float(value)))
+    return out
+
+
+def param_rows(manifest: Mapping[str, Any], command: str = "evaluate") -> List[Tuple[str, str]]:
+    """(name, value) of the run's settings (every one set, lists joined by commas, URIs without
+    credentials, ``remote`` left out), its partition and the Spark version."""
+    params = {"command": command}
+    for key, value in sorted((manifest.get("settings") or {}).items()):
+        if key in PRIVATE_SETTINGS or value is None or value == [] or value == {}:
+            continue
+        if isinstance(value, (list, tuple)):
+            text = ",".join(str(v) for v in value)
+        elif isinstance(value, dict):
+            text = json.dumps(value, sort_keys=True)
+        else:
+            text = str(value)
+        params[key] = _USERINFO.sub(r"\1", text)[:PARAM_LENGTH]
+    for key, value in (manifest.get("partition") or {}).items():
+        params[key] = str(value)
+    if manifest.get("spark_version"):
+        params["spark_version"] = str(manifest["spark_version"])
+    return [(safe_name(k), v) for k, v in params.items()]
+
+
+def log_run(
+    manifest: Mapping[str, Any],
+    *,
+    experiment: str,
+    tracking_uri: Optional[str] = None,
+    artifacts: Sequence[str] = (),
+    texts: Optional[Mapping[str, str]] = None,
+    command: str = "evaluate",
+    gate_failed: Optional[bool] = None,
+    run_name: Optional[str] = None,
+) -> str:
+    """Log one run of the job as an MLflow run (created, filled, then marked finished).
+
+    Parameters
+    ----------
+    manifest : mapping
+        The run's manifest (``summary.json``, or ``comparison.json`` for ``compare``).
+    experiment : str
+        The MLflow experiment, created when it does not exist.
+    tracking_uri : str, optional
+        The tracking store; MLflow's own default when None (``MLFLOW_TRACKING_URI``).
+    artifacts : sequence of str
+        Local files to attach (``report.html``); a missing one is skipped.
+    texts : mapping of str to str, optional
+        Artifacts given as text, by file name, e.g. a report written to a remote file system.
+        The manifest itself is always attached, as ``summary.json`` (``comparison.json``),
+        unless a file of that name is among ``artifacts`` or ``texts``.
+    command : {"evaluate", "compare"}
+        Which kind of manifest it is.
+    gate_failed : bool, optional
+        Whether a gate failed: the tag ``ndcg_spark.gate`` is ``failed`` or ``passed`` (not set
+        when None).
+    run_name : str, optional
+        The MLflow run's name; ``<command> <partition>`` (or the command) by default.
+
+    Returns
+    -------
+    str
+        The MLflow run id.
+
+    Raises
+    ------
+    ConfigError
+        MLflow is not installed, or the tracking store refuses the experiment or the run.
+    """
+    client = mlflow_client(tracking_uri)
+    from mlflow.entities import Metric, Param
+    from mlflow.exceptions import MlflowException
+
+    partition = ", ".join(f"{k}={v}" for k, v in (manifest.get("partition") or {}).items())
+    tags = {"ndcg_spark.command": command}
+    if partition:
+        tags["ndcg_spark.partition"] = partition
+    if gate_failed is not None:
+        tags["ndcg_spark.gate"] = "failed" if gate_failed else "passed"
+    try:
+        found = client.get_experiment_by_name(experiment)
+        experiment_id = found.experiment_id if found else client.create_experiment(experiment)
+        run = client.create_run(
+            experiment_id, tags=tags, run_name=run_name or " ".join(filter(None, (command, partition)))
+        )
+    except MlflowException as exc:
+        raise ConfigError(f"MLflow tracking store {client.tracking_uri!r}: {_first_line(exc)}") from None
+    run_id = run.info.run_id
+    try:
+        params = [Param(k, v) for k, v in param_rows(manifest, command)]
+        metrics = [Metric(k, v, _now_ms(), 0) for k, v in metric_rows(manifest, command)]
+        # MLflow takes at most 100 parameters and 1000 metrics in one batch.
+        for chunk in _chunks(params, 100):
+            client.log_batch(run_id, params=chunk)
+        for chunk in _chunks(metrics, 1000):
+            client.log_batch(run_id, metrics=chunk)
+        texts = dict(texts or {})
+        named = {os.path.basename(p) for p in artifacts} | set(texts)
+        own = "comparison.json" if command == "compare" else "summary.json"
+        if own not in named:
+            texts[own] = json.dumps(manifest, indent=2, default=str) + "\n"
+        for path in artifacts:
+            if os.path.isfile(path):
+                client.log_artifact(run_id, path)
+        for name, text in texts.items():
+            client.log_text(run_id, text, name)
+    except BaseException:
+        client.set_terminated(run_id, "FAILED")
+        raise
+    client.set_terminated(run_id, "FINISHED")
+    return run_id
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "message", None) or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _now_ms() -> int:
+    import time
+
+    return int(time.time() * 1000)
+
+
+def _chunks(items: List[Any], size: int) -> Iterable[List[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
