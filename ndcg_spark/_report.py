@@ -43,8 +43,11 @@ def render(
     group_by: Sequence[str] = (),
     title: str = "ndcg-spark report",
     notes: Optional[Dict[str, Any]] = None,
+    trend: Optional[List[Dict[str, Any]]] = None,
+    trend_key: str = "run_date",
 ) -> str:
-    """The report page as a string."""
+    """The report page as a string; with ``trend`` (rows of :func:`trend_chart`, tonight's run
+    among them) also the chart of mean NDCG@k across runs."""
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -59,6 +62,8 @@ def render(
         parts.append("<p>" + " · ".join(f"{_e(k)}: {_e(v)}" for k, v in notes.items()) + "</p>")
     parts += ["<h2>Summary</h2>", _table(metrics, group_by)]
     parts += ["<h2>Mean NDCG@k</h2>", ndcg_curve(metrics, group_by)]
+    if trend is not None:
+        parts += [f"<h2>Mean NDCG@k by {_e(trend_key)}</h2>", trend_chart(trend, group_by, trend_key)]
     parts += ["<h2>Per-user NDCG</h2>", *histograms(histogram, group_by)]
     parts.append("</body></html>")
     return "\n".join(parts)

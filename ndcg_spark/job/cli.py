@@ -1,7 +1,9 @@
-"""The command line (``ndcg-spark`` and ``spark-submit jobs/evaluate_ndcg.py``).
+"""The command line (``ndcg-spark``, ``ndcg-spark compare``, ``ndcg-spark history`` and
+``spark-submit jobs/evaluate_ndcg.py``).
 
 It reads the config once, starts or joins a SparkSession, runs the job, prints the summary,
-and turns every failure into one line on stderr and an exit code (:mod:`ndcg_spark.errors`).
+logs the published run to MLflow when asked, and turns every failure into one line on stderr
+and an exit code (:mod:`ndcg_spark.errors`).
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ import warnings
 from typing import Optional, Sequence, Tuple
 
 from ndcg_spark.errors import EXIT_FAILURE, EXIT_OK, INPUT_ERROR_TAG, InputDataError, NdcgError, QualityGateFailed
-from ndcg_spark.job import console, pipeline
+from ndcg_spark.job import console, history, pipeline
 from ndcg_spark.job.config import parse_config
+from ndcg_spark.job.history import HistoryConfig
 from ndcg_spark.job.storage import strict_json
 from ndcg_spark.reading import first_line, malformed_row
 
@@ -32,24 +35,37 @@ def run(argv: Optional[Sequence[str]] = None) -> int:
 
 def _run(argv: Sequence[str], verbose: bool) -> int:
     try:
-        command = "compare" if argv and argv[0] == "compare" else "evaluate"
+        command = argv[0] if argv and argv[0] in ("compare", "history") else "evaluate"
+        if command == "history":
+            config, verbose = HistoryConfig.parse(argv[1:])
+            print(history.show(spark_session(config), config), flush=True)
+            return EXIT_OK
         config, verbose = parse_config(argv[1:] if command == "compare" else argv, compare=command == "compare")
         session = spark_session(config)
         if command == "compare":
             manifest = pipeline.compare_main(session, config)
             print(console.format_comparison(manifest["comparison"], config.options.group_by))
-            failed = []
         else:
             manifest = pipeline.main(session, config)
             print(console.format_summary(manifest["metrics"], config.options.group_by, manifest["rows"]))
-            failed = [g for g in manifest["quality_gates"] if not g["passed"]]
+            drop = manifest.get("regression_gate")
+            if drop and not any(not g["passed"] for g in drop["gates"]):  # a failure is the error line on stderr
+                print(console.printable(drop["message"]))
         print(console.printable(f"wrote {shown_path(config.output.path)}"))
-        status = "quality_gate_failed" if failed else "ok"
+        failed = pipeline.failed_gates(command, manifest)
+        record = console.finished_record(command, config, manifest, "quality_gate_failed" if failed else "ok")
+        untracked = None
+        if config.mlflow:
+            record["mlflow_run_id"], untracked = track(session, config, manifest, failed)
+            if untracked and not failed:
+                record["status"] = "mlflow_failed"
         # The last line on stdout, and the only one that parses as JSON: schedulers read it.
-        print(strict_json(pipeline.finished_record(command, config, manifest, status)), flush=True)
+        print(strict_json(record), flush=True)
+        if untracked:
+            print(f"ndcg-spark: error: {untracked}", file=sys.stderr, flush=True)
         if failed:
-            raise QualityGateFailed(pipeline.gate_failure(failed))
-        return EXIT_OK
+            raise QualityGateFailed(failed)
+        return EXIT_FAILURE if untracked else EXIT_OK
     except BaseException as exc:  # noqa: BLE001 - every failure becomes one line and an exit code
         if isinstance(exc, KeyboardInterrupt):
             raise
@@ -60,6 +76,20 @@ def _run(argv: Sequence[str], verbose: bool) -> int:
             traceback.print_exc()
         print(f"ndcg-spark: error: {message}", file=sys.stderr)
         return code
+
+
+def track(spark, config, manifest, failed: Optional[str]) -> Tuple[Optional[str], Optional[str]]:
+    """(MLflow run id, None), or (None, one line) when logging failed.
+
+    The run is logged after it is published, so a logging failure cannot take the result back:
+    it is reported in one line (exit 1 unless a gate failed, which exits 4), and a re-run of
+    the same date publishes the same result and logs it.
+    """
+    gated = bool(manifest.get("quality_gates") or manifest.get("regression_gate") or manifest.get("non_inferiority"))
+    try:
+        return pipeline.track(spark, config, manifest, bool(failed) if gated else None), None
+    except Exception as exc:  # noqa: BLE001 - whatever MLflow raises, the published result stands
+        return None, f"MLflow logging failed: {classify_error(exc)[1]} (outputs were written)"
 
 
 def classify_error(exc: BaseException) -> Tuple[int, str]:

@@ -2,8 +2,10 @@
 
 This is the boundary where config spellings become Python values: ``k = "5,10,all"`` becomes
 ``(5, 10, None)``, ``run_date = "2026-11-21"`` a :class:`Partition`, ``fail_below = "10:0.25"``
-:class:`Gate` objects. Past it, :class:`EvaluateConfig` or :class:`CompareConfig` travels as
-itself, made of the parts both commands share (:class:`Inputs`, :class:`Output`) and one
+:class:`~ndcg_spark.job.gates.Gate` objects (every gate is parsed in :mod:`ndcg_spark.job.gates`),
+``mlflow_experiment`` a :class:`~ndcg_spark.job.tracking.MlflowTarget`. Past it,
+:class:`EvaluateConfig` or :class:`CompareConfig` travels as itself, made of the parts both
+commands share (:class:`Inputs`, :class:`Output`, the MLflow target) and one
 :class:`~ndcg_spark.EvaluationOptions`.
 """
 
@@ -17,8 +19,10 @@ from typing import Any, ClassVar, Dict, Optional, Sequence, Tuple
 from ndcg_spark._stats import CORRECTIONS
 from ndcg_spark.compare import PAIRINGS
 from ndcg_spark.errors import ConfigError
-from ndcg_spark.job.flags import load_toml, number_text, option_value, parse_bool, parse_cutoff
-from ndcg_spark.options import Cutoff, EvaluationOptions, check_known_keys, k_label
+from ndcg_spark.job.flags import load_toml, number_text, option_value, parse_bool
+from ndcg_spark.job.gates import ChangeGate, DropGates, Gate, parse_worse_gates
+from ndcg_spark.job.tracking import MlflowTarget, redact
+from ndcg_spark.options import EvaluationOptions, check_known_keys, k_label
 from ndcg_spark.reading import FORMATS, ROLES
 
 #: Characters Spark escapes in partition directory names (and the space, which tools mangle).
@@ -90,65 +94,6 @@ def _is_date(text: str) -> bool:
 
 
 @dataclass(frozen=True)
-class Gate:
-    """A quality gate: mean NDCG@``k`` of the segments matching ``where`` must reach ``threshold``.
-
-    ``where`` is (column, value) pairs, each column a ``group_by`` column; empty holds every segment.
-    """
-
-    where: Tuple[Tuple[str, str], ...]
-    k: Cutoff
-    threshold: float
-
-    @classmethod
-    def parse_all(cls, text: Optional[str], options: EvaluationOptions) -> Tuple[Gate, ...]:
-        """``fail_below`` ("10:0.25,5:0.2", "model=v2:10:0.25") as gates, checked against the options.
-
-        Examples
-        --------
-        >>> Gate.parse_all("model=v2:10:0.25", EvaluationOptions(k=[10], group_by=["model"]))
-        (Gate(where=(('model', 'v2'),), k=10, threshold=0.25),)
-        """
-        if not text:
-            return ()
-        gates = []
-        for part in str(text).split(","):
-            fields = part.strip().rsplit(":", 2)
-            where = fields.pop(0) if len(fields) == 3 else ""
-            k_text, threshold = fields if len(fields) == 2 else ("", "")
-            try:
-                k = parse_cutoff(k_text)
-                value = float(threshold)
-            except (ConfigError, ValueError):
-                k, value = -1, float("nan")
-            if k == -1 or not 0.0 <= value <= 1.0:
-                raise ConfigError(
-                    f"fail_below = {text!r}: expected [column=value:]k:threshold, e.g. 10:0.25 or model=v2:10:0.25"
-                )
-            if k not in options.cutoffs:
-                raise ConfigError(f"fail_below names k = {k_text.strip()}, which is not among the cutoffs computed")
-            gates.append(cls(_segment_filter(where, options), k, value))
-        return tuple(gates)
-
-    def selects(self, row: Dict[str, Any]) -> bool:
-        """Whether a summary row is one this gate holds: its k, and its segment values as text."""
-        return row["k"] == self.k and all(row[c] is not None and str(row[c]) == v for c, v in self.where)
-
-
-def _segment_filter(where: str, options: EvaluationOptions) -> Tuple[Tuple[str, str], ...]:
-    """``model=v2&country=kr`` as (column, value) pairs, each column one of group_by."""
-    pairs = []
-    for condition in filter(None, (c.strip() for c in where.split("&"))):
-        column, sep, value = condition.partition("=")
-        if not sep or not column.strip():
-            raise ConfigError(f"fail_below segment {condition!r} must look like column=value")
-        if column.strip() not in options.group_by:
-            raise ConfigError(f"fail_below segment {condition!r}: {column.strip()} is not a group_by column")
-        pairs.append((column.strip(), value.strip()))
-    return tuple(pairs)
-
-
-@dataclass(frozen=True)
 class Inputs:
     """The tables a run reads: paths or catalog tables, with a format and a schema per table."""
 
@@ -200,6 +145,7 @@ def _required(name: str, value: Any) -> None:
 INPUT_KEYS = tuple(f.name for f in dataclasses.fields(Inputs))
 OUTPUT_KEYS = ("output", "run_date", "partition", "report", "break_lock")
 SESSION_KEYS = ("master", "remote")
+TRACKING_KEYS = ("mlflow_experiment", "mlflow_tracking_uri")
 
 
 @dataclass(frozen=True)
@@ -209,6 +155,7 @@ class _Config:
     options: EvaluationOptions = field(default_factory=EvaluationOptions)
     master: Optional[str] = None
     remote: Optional[str] = None
+    mlflow: Optional[MlflowTarget] = None
 
     #: The command's own keys (besides inputs, output, session and the evaluation options).
     OWN_KEYS: ClassVar[Tuple[str, ...]] = ()
@@ -221,7 +168,7 @@ class _Config:
     @classmethod
     def keys(cls) -> Tuple[str, ...]:
         """Every config key of this command (TOML keys; flags are the same with dashes)."""
-        return (*INPUT_KEYS, *OUTPUT_KEYS, *SESSION_KEYS, *cls.OWN_KEYS, *EvaluationOptions.names())
+        return (*INPUT_KEYS, *OUTPUT_KEYS, *SESSION_KEYS, *TRACKING_KEYS, *cls.OWN_KEYS, *EvaluationOptions.names())
 
     @classmethod
     def from_mapping(cls, values: Dict[str, Any]):
@@ -240,10 +187,12 @@ class _Config:
         output = Output(values["output"], Partition.parse(values.get("run_date"), values.get("partition")), **flags)
         own = {k: v for k, v in values.items() if k in cls.OWN_KEYS}
         session = {k: v for k, v in values.items() if k in SESSION_KEYS}
-        return cls(inputs=inputs, output=output, options=opts, **session, **cls._own(own, opts))
+        # Checked here, before a session is started or anything read: MLflow asked for but not installed.
+        mlflow = MlflowTarget.parse(*(values.get(k) for k in TRACKING_KEYS))
+        return cls(inputs=inputs, output=output, options=opts, **session, mlflow=mlflow, **cls._own(own, opts, output))
 
     @classmethod
-    def _own(cls, values: Dict[str, Any], opts: EvaluationOptions) -> Dict[str, Any]:
+    def _own(cls, values: Dict[str, Any], opts: EvaluationOptions, output: Output) -> Dict[str, Any]:
         return values
 
     def to_dict(self) -> Dict[str, Any]:
@@ -257,7 +206,12 @@ class _Config:
             "partition": part.directory if part and part.key != "run_date" else None,
             "report": self.output.report,
             "master": self.master,
-            "remote": self.remote,
+            # A Spark Connect URL may carry a token: the manifest is read by more people than the job's config.
+            "remote": redact(self.remote) if self.remote else None,
+            "mlflow_experiment": self.mlflow.experiment if self.mlflow else None,
+            "mlflow_tracking_uri": redact(self.mlflow.tracking_uri)
+            if self.mlflow and self.mlflow.tracking_uri
+            else None,
             **self._own_settings(),
         }
         options = dataclasses.asdict(self.options)
@@ -276,17 +230,42 @@ class EvaluateConfig(_Config):
 
     gates: Tuple[Gate, ...] = ()
     fail_below: Optional[str] = None
+    #: The regression gate (``--fail-if-drop``), None when not asked for.
+    drop: Optional[DropGates] = None
+    #: Complete runs on the report's trend chart, tonight's included (0: no chart).
+    trend_runs: int = 14
 
-    OWN_KEYS: ClassVar[Tuple[str, ...]] = ("fail_below",)
+    OWN_KEYS: ClassVar[Tuple[str, ...]] = (
+        "fail_below", "fail_if_drop", "drop_on_estimate", "drop_baseline", "trend_runs",
+    )  # fmt: skip
     command: ClassVar[str] = "evaluate"
 
     @classmethod
-    def _own(cls, values: Dict[str, Any], opts: EvaluationOptions) -> Dict[str, Any]:
+    def _own(cls, values: Dict[str, Any], opts: EvaluationOptions, output: Output) -> Dict[str, Any]:
         text = values.get("fail_below")
-        return {"fail_below": text, "gates": Gate.parse_all(text, opts)}
+        estimate = values.get("drop_on_estimate", False)
+        estimate = parse_bool(estimate, "drop_on_estimate") if isinstance(estimate, str) else estimate
+        if not isinstance(estimate, bool):
+            raise ConfigError(f"drop_on_estimate must be true or false, got {estimate!r}")
+        drop = DropGates.parse(
+            values.get("fail_if_drop"), estimate, values.get("drop_baseline"), opts, output.partition is not None
+        )
+        trend = values.get("trend_runs", 14)
+        if isinstance(trend, str) and trend.strip().isdigit():
+            trend = int(trend)
+        if isinstance(trend, bool) or not isinstance(trend, int) or trend < 0:
+            raise ConfigError(f"trend_runs must be a whole number of runs (0: no trend chart), got {trend!r}")
+        return {"fail_below": text, "gates": Gate.parse_all(text, opts), "drop": drop, "trend_runs": trend}
 
     def _own_settings(self) -> Dict[str, Any]:
-        return {"fail_below": self.fail_below}
+        drop = self.drop
+        return {
+            "fail_below": self.fail_below,
+            "fail_if_drop": drop.spec if drop else None,
+            "drop_on_estimate": drop.on_estimate if drop else False,
+            "drop_baseline": drop.baseline if drop else "last",
+            "trend_runs": self.trend_runs,
+        }
 
 
 @dataclass(frozen=True)
@@ -300,9 +279,12 @@ class CompareConfig(_Config):
     candidate_models: Tuple[str, ...] = ()
     pairs: str = "baseline"
     correction: str = "holm"
+    #: The non-inferiority gates (``--fail-if-worse``) and their spelling.
+    worse_gates: Tuple[ChangeGate, ...] = ()
+    fail_if_worse: Optional[str] = None
 
     OWN_KEYS: ClassVar[Tuple[str, ...]] = (
-        "candidate", "model_col", "baseline_model", "candidate_model", "pairs", "correction",
+        "candidate", "model_col", "baseline_model", "candidate_model", "pairs", "correction", "fail_if_worse",
     )  # fmt: skip
     command: ClassVar[str] = "compare"
 
@@ -319,8 +301,12 @@ class CompareConfig(_Config):
             raise ConfigError("compare --model-col needs --baseline-model (or --pairs all)")
 
     @classmethod
-    def _own(cls, values: Dict[str, Any], opts: EvaluationOptions) -> Dict[str, Any]:
+    def _own(cls, values: Dict[str, Any], opts: EvaluationOptions, output: Output) -> Dict[str, Any]:
         own = dict(values)
+        worse = own.pop("fail_if_worse", None)
+        gates = tuple(parse_worse_gates(worse, opts.group_by, opts.cutoffs))
+        if gates:
+            own.update(worse_gates=gates, fail_if_worse=",".join(worse) if isinstance(worse, list) else str(worse))
         candidate = own.pop("candidate", None)
         candidates = [candidate] if isinstance(candidate, str) else list(candidate or ())
         if any(not isinstance(v, str) or not v.strip() for v in candidates):
@@ -340,6 +326,7 @@ class CompareConfig(_Config):
             "candidate_model": ",".join(self.candidate_models) or None,
             "pairs": self.pairs,
             "correction": self.correction,
+            "fail_if_worse": self.fail_if_worse,
         }
 
 

@@ -104,3 +104,36 @@ def format_comparison(rows: List[Dict[str, Any]], segments: Sequence[str] = ()) 
     if rows and "p_value_adjusted" in rows[0]:
         columns.insert(columns.index(("p_value", "p_value")) + 1, ("p_value_adjusted", "p_adjusted"))
     return text_table(rows, columns, [*names, *segments])
+
+
+def finished_record(command: str, config, manifest: Dict[str, Any], status: str) -> Dict[str, Any]:
+    """The ``ndcg_spark.finished`` JSON line: the figures per segment and k (``"all"`` for the
+    whole list), and without segments also ``users`` and ``mean_ndcg`` keyed by k."""
+    group_by, part = config.options.group_by, config.output.partition
+    if command == "compare":
+        fields = (
+            "baseline_model",
+            "candidate_model",
+            "pairs",
+            "mean_ndcg_baseline",
+            "mean_ndcg_candidate",
+            "mean_difference",
+            "p_value",
+            "p_value_adjusted",
+        )
+        rows = manifest["comparison"]
+    else:
+        fields = ("users", "mean_ndcg")
+        rows = manifest["metrics"]
+    figures = [
+        {"segment": {c: r[c] for c in group_by}, "k": k_label(r["k"]), **{f: r.get(f) for f in fields}} for r in rows
+    ]
+    record = {"event": "ndcg_spark.finished", "command": command, "status": status, "output": config.output.path}
+    record["partition"] = {part.key: part.value} if part else None
+    if command != "compare" and not group_by:
+        record["users"] = rows[0]["users"] if rows else 0
+        record["mean_ndcg"] = {k_label(r["k"]): r["mean_ndcg"] for r in rows}
+    record["figures"] = figures
+    record["input_rows"] = manifest["input_rows"]
+    record["duration_seconds"] = manifest["duration_seconds"]
+    return record

@@ -206,6 +206,13 @@ def build_parser(compare: bool = False) -> argparse.ArgumentParser:
             "--correction",
             help="Multiple-testing correction of the p-values across the pairs: holm (default) or bonferroni.",
         )
+        parser.add_argument(
+            "--fail-if-worse",
+            dest="fail_if_worse",
+            help="Non-inferiority gate [column=value:]k:margin[,...]: exit 4 (after writing) when a candidate is "
+            "worse than its baseline by more than margin with 95%% confidence (the interval of the paired "
+            "difference lies below -margin). A filter may name a segment, baseline_model or candidate_model.",
+        )
     parser.add_argument("--version", action="version", version=version_text(), help="Print the versions and exit.")
     parser.add_argument("--config", help="TOML file with any of the options below; flags override it.")
     parser.add_argument("--recommendations", help="Path or catalog table of the recommendations.")
@@ -249,6 +256,18 @@ def build_parser(compare: bool = False) -> argparse.ArgumentParser:
         help="Quality gate [column=value:]k:threshold[,...]: exit 4 (after writing) when the mean NDCG@k "
         "of any segment (or of those matching column=value) is below.",
     )
+    if not compare:
+        _regression_flags(parser)
+    parser.add_argument(
+        "--mlflow-experiment",
+        dest="mlflow_experiment",
+        help="Log the run to this MLflow experiment (created if missing) after publishing; needs ndcg-spark[mlflow].",
+    )
+    parser.add_argument(
+        "--mlflow-tracking-uri",
+        dest="mlflow_tracking_uri",
+        help="MLflow tracking store (default: MLflow's own, MLFLOW_TRACKING_URI).",
+    )
     parser.add_argument(
         "--user-attributes",
         dest="user_attributes",
@@ -272,6 +291,59 @@ def build_parser(compare: bool = False) -> argparse.ArgumentParser:
         metavar = "true|false" if f.type in (bool, "bool") else None
         parser.add_argument(flag, dest=f.name, metavar=metavar, help=help_text)
     return parser
+
+
+def _regression_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags of the regression gate and the trend chart (``ndcg-spark`` only)."""
+    parser.add_argument(
+        "--fail-if-drop",
+        dest="fail_if_drop",
+        help="Regression gate [column=value:]k:drop[,...], drop an NDCG difference (0.02) or a share of the "
+        "previous mean (2%%): exit 4 (after writing) when mean NDCG@k fell by more than drop since the previous "
+        "complete run of the output, over the users in both, and the 95%% interval of the paired difference lies "
+        "below 0. Needs --run-date or --partition.",
+    )
+    parser.add_argument(
+        "--drop-on-estimate",
+        dest="drop_on_estimate",
+        action="store_const",
+        const=True,
+        help="Fail --fail-if-drop on the mean difference alone, whatever its interval.",
+    )
+    parser.add_argument(
+        "--drop-baseline",
+        dest="drop_baseline",
+        help="The run --fail-if-drop compares with: 'last' (default), the most recent earlier complete run, or "
+        "'last_passed', the most recent earlier one whose gates all passed.",
+    )
+    parser.add_argument(
+        "--trend-runs",
+        dest="trend_runs",
+        help="Complete runs on report.html's trend chart, tonight's included (default: 14; 0: no chart). "
+        "Needs --run-date or --partition.",
+    )
+
+
+def build_history_parser() -> argparse.ArgumentParser:
+    """The command line of ``ndcg-spark history``."""
+    parser = OneLineParser(
+        prog="ndcg-spark history",
+        description="The figures of every complete run in an output (dated or partitioned runs of ndcg-spark), "
+        "oldest first, read from the runs' manifests only.",
+    )
+    parser.add_argument("--output", required=True, help="The output directory of the runs.")
+    parser.add_argument("--json", dest="as_json", action="store_true", help="Print one JSON document.")
+    parser.add_argument("--last", type=_positive, help="Only the last N complete runs.")
+    parser.add_argument("--master", help="Spark master when not launched by spark-submit (default: local[*]).")
+    parser.add_argument("--remote", help="Spark Connect URL (instead of a local Spark).")
+    parser.add_argument("--verbose", action="store_true", help="Print the stack trace on errors.")
+    return parser
+
+
+def _positive(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive whole number, got {text!r}")
+    return int(text)
 
 
 def _shown(default: Any) -> str:

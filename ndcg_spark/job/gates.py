@@ -1,11 +1,12 @@
 """Gates on change: the spelling of ``--fail-if-drop`` and ``--fail-if-worse``, and the
 non-inferiority decision of ``compare`` over its result rows.
 
-A gate is written like ``--fail-below``: ``[column=value:]k:amount[,...]``, where the optional
-filter (``model=v2``, or ``model=v2&country=kr``) selects the segments it holds, ``k`` is a
-cutoff computed (``all`` for the whole list) and ``amount`` is an absolute difference of NDCG
-(``0.02``) or, where allowed, a share of the earlier figure (``2%``). Everything here works on
-the few summary rows the driver already holds.
+Every gate is written ``[column=value:]k:amount[,...]``, where the optional filter
+(``model=v2``, or ``model=v2&country=kr``) selects the segments it holds, ``k`` is a cutoff
+computed (``all`` for the whole list) and ``amount`` is a threshold of NDCG (``--fail-below``),
+an absolute difference of NDCG (``0.02``) or, where allowed, a share of the earlier figure
+(``2%``). The job's config parses each gate here, once; everything here works on the few
+summary rows the driver already holds.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ndcg_spark.errors import ConfigError
-from ndcg_spark.options import WHOLE_LIST, Cutoff, k_label
+from ndcg_spark.options import WHOLE_LIST, Cutoff, EvaluationOptions, k_label
 
 #: Columns of compare's rows a ``--fail-if-worse`` filter may name besides the segments.
 MODEL_COLUMNS = ("baseline_model", "candidate_model")
@@ -142,7 +143,9 @@ def _amount(text: str, relative: bool) -> Tuple[Optional[float], bool]:
     return value, is_relative
 
 
-def _segment_filter(where: str, name: str, allowed: Sequence[str]) -> Tuple[Tuple[str, str], ...]:
+def _segment_filter(
+    where: str, name: str, allowed: Sequence[str], unknown: str = "is not a column to filter on ({known})"
+) -> Tuple[Tuple[str, str], ...]:
     """``model=v2&country=kr`` as (column, value) pairs, each column one of ``allowed``."""
     pairs = []
     for condition in filter(None, (c.strip() for c in where.split("&"))):
@@ -151,7 +154,7 @@ def _segment_filter(where: str, name: str, allowed: Sequence[str]) -> Tuple[Tupl
             raise ConfigError(f"{name} segment {condition!r} must look like column=value")
         if column.strip() not in allowed:
             known = ", ".join(allowed) or "none"
-            raise ConfigError(f"{name} segment {condition!r}: {column.strip()} is not a column to filter on ({known})")
+            raise ConfigError(f"{name} segment {condition!r}: {column.strip()} {unknown.format(known=known)}")
         pairs.append((column.strip(), value.strip()))
     return tuple(pairs)
 
@@ -159,6 +162,115 @@ def _segment_filter(where: str, name: str, allowed: Sequence[str]) -> Tuple[Tupl
 def segment_text(row: Dict[str, Any], columns: Sequence[str]) -> str:
     """``model=v2, country=kr`` for the row's segment columns (empty without segments)."""
     return ", ".join(f"{c}={row.get(c)}" for c in columns)
+
+
+# ----------------------------------------------------------------------------- gates of ndcg-spark
+
+
+@dataclass(frozen=True)
+class Gate:
+    """A quality gate (``--fail-below``): mean NDCG@``k`` of the segments matching ``where`` must
+    reach ``threshold``.
+
+    ``where`` is (column, value) pairs, each column a ``group_by`` column; empty holds every segment.
+    """
+
+    where: Tuple[Tuple[str, str], ...]
+    k: Cutoff
+    threshold: float
+
+    @classmethod
+    def parse_all(cls, text: Optional[str], options: EvaluationOptions) -> Tuple[Gate, ...]:
+        """``fail_below`` ("10:0.25,5:0.2", "model=v2:10:0.25") as gates, checked against the options.
+
+        Examples
+        --------
+        >>> Gate.parse_all("model=v2:10:0.25", EvaluationOptions(k=[10], group_by=["model"]))
+        (Gate(where=(('model', 'v2'),), k=10, threshold=0.25),)
+        """
+        from ndcg_spark.job.flags import parse_cutoff
+
+        if not text:
+            return ()
+        gates = []
+        for part in str(text).split(","):
+            fields = part.strip().rsplit(":", 2)
+            where = fields.pop(0) if len(fields) == 3 else ""
+            k_text, threshold = fields if len(fields) == 2 else ("", "")
+            try:
+                k = parse_cutoff(k_text)
+                value = float(threshold)
+            except (ConfigError, ValueError):
+                k, value = -1, float("nan")
+            if k == -1 or not 0.0 <= value <= 1.0:
+                raise ConfigError(
+                    f"fail_below = {text!r}: expected [column=value:]k:threshold, e.g. 10:0.25 or model=v2:10:0.25"
+                )
+            if k not in options.cutoffs:
+                raise ConfigError(f"fail_below names k = {k_text.strip()}, which is not among the cutoffs computed")
+            segments = _segment_filter(where, "fail_below", options.group_by, "is not a group_by column")
+            gates.append(cls(segments, k, value))
+        return tuple(gates)
+
+    def selects(self, row: Dict[str, Any]) -> bool:
+        """Whether a summary row is one this gate holds: its k, and its segment values as text."""
+        return row["k"] == self.k and all(row[c] is not None and str(row[c]) == v for c, v in self.where)
+
+
+#: What the regression gate compares with: the most recent earlier complete run, or the most
+#: recent earlier one whose gates all passed.
+DROP_BASELINES = ("last", "last_passed")
+
+
+@dataclass(frozen=True)
+class DropGates:
+    """The regression gate as asked for: ``--fail-if-drop`` with ``--drop-on-estimate`` and
+    ``--drop-baseline``.
+
+    Attributes
+    ----------
+    spec : str
+        The gates as written (``10:0.02,model=v2:10:2%``).
+    gates : tuple of ChangeGate
+        The parsed gates.
+    on_estimate : bool
+        Fail on the mean difference alone, whatever its interval.
+    baseline : {"last", "last_passed"}
+        The earlier run compared with (see :data:`DROP_BASELINES`).
+    """
+
+    spec: str
+    gates: Tuple[ChangeGate, ...]
+    on_estimate: bool = False
+    baseline: str = "last"
+
+    @classmethod
+    def parse(
+        cls, spec: Any, on_estimate: bool, baseline: Any, options: EvaluationOptions, partitioned: bool
+    ) -> Optional[DropGates]:
+        """The gates of ``fail_if_drop`` (None when not asked for), checked against the options.
+
+        The switches are checked whether or not a gate is asked for; a gate needs the run to own a
+        partition (``partitioned``): the runs it compares are the partitions of one output.
+
+        Examples
+        --------
+        >>> DropGates.parse("10:2%", False, "last", EvaluationOptions(k=[10]), True).gates
+        (ChangeGate(where=(), k=10, amount=0.02, relative=True),)
+        """
+        baseline = "last" if baseline is None else baseline
+        if baseline not in DROP_BASELINES:
+            raise ConfigError(f"drop_baseline = {baseline!r} is not one of {', '.join(DROP_BASELINES)}")
+        gates = tuple(parse_change_gates(spec, "fail_if_drop", options.group_by, options.cutoffs))
+        if not gates:
+            return None
+        if not partitioned:
+            raise ConfigError(
+                "fail_if_drop compares a run with the previous run of the same output: give --run-date "
+                "(or --partition key=value)"
+            )
+        text = ",".join(spec) if isinstance(spec, (list, tuple)) else str(spec)
+        return cls(text, gates, bool(on_estimate), baseline)
 
 
 # ----------------------------------------------------------------------------- non-inferiority

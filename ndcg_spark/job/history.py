@@ -2,29 +2,25 @@
 and the previous run that the regression gate (:mod:`ndcg_spark.job.regression`) compares with.
 
 A complete run of partition value ``D`` (a run date, or the value of ``--partition key=value``)
-has its manifest at ``DIR/_manifests/key=D/summary.json``: a directory there without one is
-not a complete run. Only the manifests are read (one small file per run).
-
-Files are listed and read through Hadoop's FileSystem in classic mode, so any file system the
-job writes to works (``hdfs://``, ``s3a://``); over Spark Connect the client has no Hadoop API
-and reads its own file system, which is the only kind of output the job accepts there.
+has its manifest at ``DIR/_manifests/key=D/summary.json`` (:class:`ndcg_spark.job.publish.Place`):
+a directory there without one is not a complete run. Only the manifests are read (one small
+file per run), through :class:`ndcg_spark.job.storage.Files`: Hadoop's FileSystem in classic
+mode, so any file system the job writes to works (``hdfs://``, ``s3a://``).
 """
 
 from __future__ import annotations
 
 import json
-import os
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
-from urllib.parse import urlparse
 
 from pyspark.sql import DataFrame
 
-from ndcg_spark.errors import InputDataError
-from ndcg_spark.job import storage
+from ndcg_spark.errors import ConfigError, InputDataError
+from ndcg_spark.job import publish, storage
+from ndcg_spark.job.config import Partition
 from ndcg_spark.job.console import text_table
 
-MANIFESTS = "_manifests"
-MARKER = "summary.json"
 RUN_DATE = "run_date"
 
 #: Figures of each summary row the history shows: (summary column, header).
@@ -43,43 +39,40 @@ HISTORY_COLUMNS = (
 # ----------------------------------------------------------------------------- the markers
 
 
+def run_place(files: storage.Files, value: str, key: str = RUN_DATE) -> publish.Place:
+    """The place of the evaluate run ``key=value`` in an output: its marker and tables."""
+    return publish.Place(files, "evaluate", Partition(key, value))
+
+
 def complete_runs(spark, output: str, key: str = RUN_DATE) -> List[str]:
     """The partition values of ``key`` with a complete run in ``output``, ascending (as text:
     ISO dates sort by date). An output without partitioned runs has none.
+
+    It costs a listing of ``_manifests``, then a status of each run's marker.
 
     Examples
     --------
     >>> complete_runs(spark, "/data/ndcg")  # doctest: +SKIP
     ['2026-11-20', '2026-11-21']
     """
-    prefix = f"{key}="
-    manifests = _join(output, MANIFESTS)
-    if storage.is_connect(spark):
-        local = _local(manifests)
-        names = os.listdir(local) if os.path.isdir(local) else []
-        names = [n for n in names if os.path.isfile(os.path.join(local, n, MARKER))]
-    else:
-        fs, folder = _hadoop(spark, manifests)
-        # One glob: a listing of _manifests, then a status of each run's marker (no directory is read beyond that).
-        found = fs.globStatus(spark._jvm.org.apache.hadoop.fs.Path(folder, f"*/{MARKER}")) or []
-        names = [status.getPath().getParent().getName() for status in found if status.isFile()]
-    return sorted(n[len(prefix) :] for n in names if n.startswith(prefix) and len(n) > len(prefix))
+    files, prefix = storage.Files(spark, output), f"{key}="
+    values = []
+    for name in files.list(files.path("_manifests")):
+        if name.startswith(prefix) and len(name) > len(prefix):
+            value = name[len(prefix) :]
+            if files.exists(run_place(files, value, key).marker):
+                values.append(value)
+    return sorted(values)
 
 
 def read_manifest(spark, output: str, value: str, key: str = RUN_DATE) -> Dict[str, Any]:
     """The manifest (``summary.json``) of the complete run of ``key=value`` in ``output``."""
-    path = _join(output, MANIFESTS, f"{key}={value}", MARKER)
+    files = storage.Files(spark, output)
+    path = run_place(files, value, key).marker
     try:
-        if storage.is_connect(spark):
-            with open(_local(path), encoding="utf-8") as fh:
-                text = fh.read()
-        else:
-            fs, file = _hadoop(spark, path)
-            stream = fs.open(file)
-            try:
-                text = spark._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
-            finally:
-                stream.close()
+        text = files.read_text(path)
+        if text is None:
+            raise FileNotFoundError("it does not exist")
         return json.loads(text)
     except Exception as exc:  # OSError, bad JSON, or Hadoop's own errors through py4j
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
@@ -119,21 +112,24 @@ def gates_passed(manifest: Dict[str, Any]) -> bool:
 
 def read_per_user(spark, output: str, value: str, key: str = RUN_DATE) -> DataFrame:
     """The per-user table of the run ``key=value`` (its partition directory, read as itself)."""
-    return spark.read.parquet(storage.table_path(output, "per_user", (key, value)))
+    return spark.read.parquet(run_place(storage.Files(spark, output), value, key).table("per_user"))
 
 
-def _join(output: str, *names: str) -> str:
-    return "/".join([output.rstrip("/"), *names])
-
-
-def _local(path: str) -> str:
-    return urlparse(path).path if path.startswith("file:") else path
-
-
-def _hadoop(spark, path: str):
-    Path = spark._jvm.org.apache.hadoop.fs.Path
-    target = Path(path)
-    return target.getFileSystem(spark._jsc.hadoopConfiguration()), target
+def partition_key(spark, output: str) -> str:
+    """The partition key of an output of dated (or partitioned) ``ndcg-spark`` runs, from its
+    recorded layout; a ConfigError (exit 2) for an output that holds no such runs."""
+    layout = publish.recorded_layout(storage.Files(spark, output))
+    if layout is None:
+        raise ConfigError(f"output {output} holds no ndcg-spark runs")
+    if layout.get("command") != "evaluate":
+        raise ConfigError(
+            f"output {output} holds the results of 'ndcg-spark {layout.get('command')}', which has no history"
+        )
+    if layout.get("partition_key") is None:
+        raise ConfigError(
+            f"output {output} holds one run, not dated runs: its figures are in summary.json (write runs with --run-date)"
+        )
+    return layout["partition_key"]
 
 
 # ----------------------------------------------------------------------------- the history table
@@ -178,13 +174,14 @@ def trend_rows(
     current: Optional[Tuple[str, List[Dict[str, Any]]]] = None,
     key: str = RUN_DATE,
     last: int = 14,
+    group_by: Sequence[str] = (),
 ) -> List[Dict[str, Any]]:
     """The rows of the report's trend chart: the history rows of the ``last`` runs, tonight's
-    (``(value, metrics)``, whose manifest is not written yet when the report is) in place of a
-    run of the same value."""
+    (``(value, metrics)`` segmented by ``group_by``, whose manifest is not written yet when the
+    report is) in place of a run of the same value."""
     runs = [(v, m) for v, m in runs if current is None or v != current[0]]
     if current is not None:
-        runs.append((current[0], {"metrics": current[1]}))
+        runs.append((current[0], {"metrics": current[1], "settings": {"group_by": list(group_by)}}))
     runs.sort(key=lambda run: run[0])
     return history_rows(runs[-last:] if last > 0 else [], key)
 
@@ -195,5 +192,37 @@ def history_text(spark, output: str, *, key: str = RUN_DATE, last: Optional[int]
     runs = read_history(spark, output, key, last)
     rows = history_rows(runs, key)
     if as_json:
-        return json.dumps(history_record(output, rows, key), default=str)
+        return storage.strict_json(history_record(output, rows, key))
     return format_history(rows, history_segments(runs), key)
+
+
+@dataclass(frozen=True)
+class HistoryConfig:
+    """``ndcg-spark history``: the output whose runs to show, how many, and how."""
+
+    output: str
+    last: Optional[int] = None
+    as_json: bool = False
+    master: Optional[str] = None
+    remote: Optional[str] = None
+
+    command = "history"
+
+    @classmethod
+    def parse(cls, argv: Sequence[str]) -> Tuple[HistoryConfig, bool]:
+        """(config, verbose) from the command line (after ``history``)."""
+        from ndcg_spark.job.flags import build_history_parser
+
+        args = vars(build_history_parser().parse_args(list(argv)))
+        verbose = args.pop("verbose")
+        if not args["output"].strip():
+            raise ConfigError("output is required: the output directory of the runs")
+        if args["master"] and args["remote"]:
+            raise ConfigError("give master or remote (Spark Connect), not both")
+        return cls(**args), verbose
+
+
+def show(spark, config: HistoryConfig) -> str:
+    """The text ``ndcg-spark history`` prints for ``config``."""
+    key = partition_key(spark, config.output)
+    return history_text(spark, config.output, key=key, last=config.last, as_json=config.as_json)

@@ -8,9 +8,8 @@ published, so the previous result stays as it was.
 
 from __future__ import annotations
 
-import os
 import time
-from typing import Any, Callable, Dict, List, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from pyspark.sql import functions as F
 
@@ -19,8 +18,9 @@ from ndcg_spark._report import ndcg_histogram, render, render_comparison
 from ndcg_spark.compare import compare_models
 from ndcg_spark.errors import INPUT_ERROR_TAG, ConfigError, InputDataError, NdcgError
 from ndcg_spark.evaluation import evaluate
-from ndcg_spark.job import publish, storage
+from ndcg_spark.job import history, publish, regression, storage, tracking
 from ndcg_spark.job.config import CompareConfig, EvaluateConfig
+from ndcg_spark.job.gates import margins_by_k, non_inferiority, worse_failure
 from ndcg_spark.options import EvaluationOptions, k_label
 from ndcg_spark.validation import validate
 
@@ -41,7 +41,10 @@ def compare_main(spark, config: CompareConfig) -> Dict[str, Any]:
 def _run(spark, config, compute: Callable) -> Dict[str, Any]:
     """Check, lock, recover, compute into staging, publish: the protocol around each command."""
     started = time.time()
-    check_connect(spark, config)
+    storage.check_connect(spark, config)
+    if config.mlflow:
+        # A store MLflow cannot open is a config error before anything is read, not after publishing.
+        tracking.mlflow_client(config.mlflow.tracking_uri)
     place = publish.Place(storage.Files(spark, config.output.path), config.command, config.output.partition)
     publish.check_layout(place)
     run_id, made_output = publish.new_run_id(), not place.files.exists(place.files.root)
@@ -91,9 +94,19 @@ def _evaluate(spark, config: EvaluateConfig, stage: publish.Staging) -> Dict[str
         storage.write_table(summary, stage.table("summary"))
         sums = result.row_accounting()
         rejected = write_rejected(spark, result.rejected, stage)
+        drop = None
+        if config.drop:
+            # Tonight's per-user figures are cached: the pairing with the previous run reads them again.
+            drop = regression.regression_gate(
+                spark, config.output.path, part.value, result.per_user, config.drop.gates, opts.group_by,
+                opts.user_col, key=part.key, point_estimate=config.drop.on_estimate,
+                passed_only=config.drop.baseline == "last_passed",
+            )  # fmt: skip
         if config.output.report:
             bins = [r.asDict() for r in ndcg_histogram(result.per_user, opts.group_by).collect()]
-            stage.file("report.html", render(metrics, bins, opts.group_by, notes=report_notes(config, opts)))
+            trend, key = trend_of(spark, config, metrics), part.key if part else "run_date"
+            page = render(metrics, bins, opts.group_by, notes=report_notes(config, opts), trend=trend, trend_key=key)
+            stage.file("report.html", page)
     finally:
         result.unpersist()
         summary.unpersist()
@@ -101,6 +114,7 @@ def _evaluate(spark, config: EvaluateConfig, stage: publish.Staging) -> Dict[str
         "metrics": metrics,
         "rows": account_rows(read, rejected, sums),
         "quality_gates": quality_gates(config, metrics),
+        "regression_gate": drop.to_dict() if drop else None,
         "partition": {part.key: part.value} if part else None,
         "settings": config.to_dict(),
         "input_rows": read,
@@ -156,14 +170,45 @@ def _compare(spark, config: CompareConfig, stage: publish.Staging) -> Dict[str, 
         storage.write_table(spark.createDataFrame(rows), stage.table("comparison"))
     if config.output.report:
         notes = {**report_notes(config, opts), "correction": config.correction}
-        stage.file("report.html", render_comparison(rows, opts.group_by, notes=notes))
+        margins = margins_by_k(config.worse_gates)
+        stage.file("report.html", render_comparison(rows, opts.group_by, notes=notes, margins=margins))
     return {
         "comparison": rows,
+        "non_inferiority": non_inferiority(rows, config.worse_gates, opts.group_by),
         "partition": {part.key: part.value} if part else None,
         "settings": config.to_dict(),
         "input_rows": read,
         "spark_version": spark.version,
     }
+
+
+def trend_of(spark, config: EvaluateConfig, metrics: List[Dict[str, Any]]) -> Optional[List[Dict[str, Any]]]:
+    """The report's trend rows: tonight's figures and those of the earlier complete runs (read
+    from their markers), ``trend_runs`` runs in all; None for a run without a partition."""
+    part, last = config.output.partition, config.trend_runs
+    if part is None or last == 0:
+        return None
+    earlier = history.read_history(spark, config.output.path, part.key, last=last - 1, before=part.value)
+    return history.trend_rows(earlier, (part.value, metrics), part.key, last, config.options.group_by)
+
+
+def track(spark, config, manifest: Dict[str, Any], gate_failed: Optional[bool]) -> str:
+    """Log a published run to MLflow (``config.mlflow``): the marker and the report as they were
+    published, read back from the output. Returns the MLflow run id."""
+    place = publish.Place(storage.Files(spark, config.output.path), config.command, config.output.partition)
+    texts = {}
+    for path in (place.marker, f"{place.marker_dir}/report.html"):
+        text = place.files.read_text(path)
+        if text is not None:
+            texts[path.rsplit("/", 1)[-1]] = text
+    return tracking.log_run(
+        manifest,
+        experiment=config.mlflow.experiment,
+        tracking_uri=config.mlflow.tracking_uri,
+        texts=texts,
+        command=config.command,
+        gate_failed=gate_failed,
+    )
 
 
 def report_notes(config, opts: EvaluationOptions) -> Dict[str, Any]:
@@ -194,36 +239,6 @@ def write_rejected(spark, rejected, stage: publish.Staging) -> Dict[str, Dict[st
         for row in spark.read.parquet(path).groupBy("reason").count().collect():
             counts[table][row["reason"]] = row["count"]
     return counts
-
-
-def check_connect(spark, config) -> None:
-    """Over Spark Connect, refuse what the job could not do as documented (exit 2).
-
-    The server resolves a relative path against its own working directory, and the client,
-    which writes ``summary.json`` and ``report.html`` with its own file system (it has no
-    Hadoop API), can reach only a local output: a relative path, or an output URI other than
-    ``file:``, is refused.
-    """
-    if not storage.is_connect(spark):
-        return
-    inputs, output = config.inputs, config.output.path
-    paths = [(key, getattr(inputs, key)) for key in ("recommendations", "relevance", "user_attributes")]
-    paths += [("candidate", path) for path in getattr(config, "candidates", ())] + [("output", output)]
-    for key, value in paths:
-        if not value or (key != "output" and not storage.is_path(value)):
-            continue
-        if "://" not in value and not value.startswith("file:") and not os.path.isabs(value):
-            raise ConfigError(
-                f"{key} {value!r} is a relative path: over Spark Connect it would resolve on the server; "
-                "give an absolute path or a URI"
-            )
-    scheme = output.split("://", 1)[0] if "://" in output else "file"
-    if scheme != "file":
-        raise ConfigError(
-            f"output {output!r}: over Spark Connect the client writes summary.json and report.html with its "
-            "own file system, which cannot reach a " + scheme + ":// URI; run the job with spark-submit "
-            "(classic mode) or give a path the client and the server share"
-        )
 
 
 def explain_input_errors(
@@ -321,6 +336,27 @@ def quality_gates(config: EvaluateConfig, metrics: List[Dict[str, Any]]) -> List
     return checked
 
 
+def failed_gates(command: str, manifest: Dict[str, Any]) -> Optional[str]:
+    """The one line of a run whose gates failed (the first failure and how many more), or None.
+
+    ``ndcg-spark``'s floors come first, then its regression gate; ``compare``'s non-inferiority.
+    """
+    if command == "compare":
+        worse = [g for g in manifest.get("non_inferiority") or [] if not g["passed"]]
+        return worse_failure(worse) if worse else None
+    floors = [g for g in manifest["quality_gates"] if not g["passed"]]
+    drop = manifest.get("regression_gate") or {}
+    dropped = any(not g["passed"] for g in drop.get("gates") or [])
+    if floors:
+        line = gate_failure(floors)
+        return (
+            line.replace(" (outputs were written)", "; the regression gate failed too (outputs were written)")
+            if dropped
+            else line
+        )
+    return drop["message"] if dropped else None
+
+
 def gate_failure(failed: List[Dict[str, Any]]) -> str:
     """One line naming the first failed gate's segment, k, figure and threshold (and how many more)."""
     g = failed[0]
@@ -334,36 +370,3 @@ def gate_failure(failed: List[Dict[str, Any]]) -> str:
         what = f"mean NDCG@{k_label(g['k'])}{of} has no users, below {g['threshold']}"
     more = f"; {len(failed) - 1} more gate(s) failed, see summary.json" if len(failed) > 1 else ""
     return f"quality gate failed: {what}{more} (outputs were written)"
-
-
-def finished_record(command: str, config, manifest: Dict[str, Any], status: str) -> Dict[str, Any]:
-    """The ``ndcg_spark.finished`` JSON line: the figures per segment and k (``"all"`` for the
-    whole list), and without segments also ``users`` and ``mean_ndcg`` keyed by k."""
-    group_by, part = config.options.group_by, config.output.partition
-    if command == "compare":
-        fields = (
-            "baseline_model",
-            "candidate_model",
-            "pairs",
-            "mean_ndcg_baseline",
-            "mean_ndcg_candidate",
-            "mean_difference",
-            "p_value",
-            "p_value_adjusted",
-        )
-        rows = manifest["comparison"]
-    else:
-        fields = ("users", "mean_ndcg")
-        rows = manifest["metrics"]
-    figures = [
-        {"segment": {c: r[c] for c in group_by}, "k": k_label(r["k"]), **{f: r.get(f) for f in fields}} for r in rows
-    ]
-    record = {"event": "ndcg_spark.finished", "command": command, "status": status, "output": config.output.path}
-    record["partition"] = {part.key: part.value} if part else None
-    if command != "compare" and not group_by:
-        record["users"] = rows[0]["users"] if rows else 0
-        record["mean_ndcg"] = {k_label(r["k"]): r["mean_ndcg"] for r in rows}
-    record["figures"] = figures
-    record["input_rows"] = manifest["input_rows"]
-    record["duration_seconds"] = manifest["duration_seconds"]
-    return record

@@ -9,6 +9,7 @@ import os
 from typing import Any, List, Optional
 from urllib.parse import urlparse
 
+from ndcg_spark.errors import ConfigError
 from ndcg_spark.reading import read_table
 
 
@@ -35,6 +36,36 @@ def is_path(source: str) -> bool:
 def is_connect(spark) -> bool:
     """Whether ``spark`` is a Spark Connect session (no JVM, no Hadoop API on this side)."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def check_connect(spark, config) -> None:
+    """Over Spark Connect, refuse what the job could not do as documented (exit 2).
+
+    The server resolves a relative path against its own working directory, and the client,
+    which writes ``summary.json`` and ``report.html`` with its own file system (it has no
+    Hadoop API), can reach only a local output: a relative path, or an output URI other than
+    ``file:``, is refused.
+    """
+    if not is_connect(spark):
+        return
+    inputs, output = config.inputs, config.output.path
+    paths = [(key, getattr(inputs, key)) for key in ("recommendations", "relevance", "user_attributes")]
+    paths += [("candidate", path) for path in getattr(config, "candidates", ())] + [("output", output)]
+    for key, value in paths:
+        if not value or (key != "output" and not is_path(value)):
+            continue
+        if "://" not in value and not value.startswith("file:") and not os.path.isabs(value):
+            raise ConfigError(
+                f"{key} {value!r} is a relative path: over Spark Connect it would resolve on the server; "
+                "give an absolute path or a URI"
+            )
+    scheme = output.split("://", 1)[0] if "://" in output else "file"
+    if scheme != "file":
+        raise ConfigError(
+            f"output {output!r}: over Spark Connect the client writes summary.json and report.html with its "
+            "own file system, which cannot reach a " + scheme + ":// URI; run the job with spark-submit "
+            "(classic mode) or give a path the client and the server share"
+        )
 
 
 def write_table(df, path: str) -> None:

@@ -7,9 +7,11 @@ inside the functions: the package and the job work without it.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
+from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ndcg_spark.errors import ConfigError
@@ -56,6 +58,54 @@ COMPARISON_METRICS = (
 PARAM_LENGTH = 500
 _UNSAFE = re.compile(r"[^A-Za-z0-9_\-. /]")
 _USERINFO = re.compile(r"(://)[^/@\s]+@")
+#: A Spark Connect URL's parameters that hold a secret: ``;token=...`` and the like.
+_SECRET_PARAMETER = re.compile(r"(;[^;=]*(?:token|secret|password|key)[^;=]*=)[^;]*", re.IGNORECASE)
+NOT_INSTALLED = "MLflow logging needs MLflow: pip install 'ndcg-spark[mlflow]' (or mlflow-skinny)"
+
+
+def redact(text: str) -> str:
+    """A URL without its secrets: the user and password of a URI, the value of a token parameter.
+
+    Examples
+    --------
+    >>> redact("sc://host:15002/;user_id=etl;token=abc123")
+    'sc://host:15002/;user_id=etl;token=<redacted>'
+    >>> redact("s3a://key:secret@bucket/recs")
+    's3a://bucket/recs'
+    """
+    return _SECRET_PARAMETER.sub(r"\1<redacted>", _USERINFO.sub(r"\1", text))
+
+
+@dataclass(frozen=True)
+class MlflowTarget:
+    """Where the job logs its runs: an MLflow experiment and the tracking store (MLflow's own
+    default, ``MLFLOW_TRACKING_URI``, when None)."""
+
+    experiment: str
+    tracking_uri: Optional[str] = None
+
+    @classmethod
+    def parse(cls, experiment: Any, tracking_uri: Any = None) -> Optional[MlflowTarget]:
+        """From ``mlflow_experiment`` and ``mlflow_tracking_uri`` (None when no experiment is named).
+
+        Asking for MLflow without it installed is a ConfigError (exit 2) here, before any data is
+        read; MLflow itself is not imported.
+
+        Examples
+        --------
+        >>> MlflowTarget.parse(None) is None
+        True
+        """
+        for name, value in (("mlflow_experiment", experiment), ("mlflow_tracking_uri", tracking_uri)):
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise ConfigError(f"{name} must be a name or URI, got {value!r}")
+        if experiment is None:
+            if tracking_uri is not None:
+                raise ConfigError("mlflow_tracking_uri is set without mlflow_experiment: name the experiment to log to")
+            return None
+        if importlib.util.find_spec("mlflow") is None:
+            raise ConfigError(NOT_INSTALLED)
+        return cls(experiment.strip(), tracking_uri.strip() if tracking_uri else None)
 
 
 def mlflow_client(tracking_uri: Optional[str] = None):
@@ -65,7 +115,7 @@ def mlflow_client(tracking_uri: Optional[str] = None):
     try:
         from mlflow.tracking import MlflowClient
     except ImportError:
-        raise ConfigError("MLflow logging needs MLflow: pip install 'ndcg-spark[mlflow]' (or mlflow-skinny)") from None
+        raise ConfigError(NOT_INSTALLED) from None
     try:
         return MlflowClient(tracking_uri=tracking_uri)
     except Exception as exc:  # MLflow refuses a store it has no backend for as it opens it
@@ -124,7 +174,7 @@ def param_rows(manifest: Mapping[str, Any], command: str = "evaluate") -> List[T
             text = json.dumps(value, sort_keys=True)
         else:
             text = str(value)
-        params[key] = _USERINFO.sub(r"\1", text)[:PARAM_LENGTH]
+        params[key] = redact(text)[:PARAM_LENGTH]
     for key, value in (manifest.get("partition") or {}).items():
         params[key] = str(value)
     if manifest.get("spark_version"):
