@@ -23,10 +23,18 @@ NIGHTS = ("2026-11-20", "2026-11-21", "2026-11-22")
 SVG = "{http://www.w3.org/2000/svg}"
 
 
-def publish(spark, output, date, result, group_by):
+def write_file(spark, output, path, text):
+    storage.Files(spark, output).write_text(f"{output}/{path}", text)
+
+
+def write_run(spark, output, date, per_user, manifest):
     """What a complete run leaves: its per-user partition, then its marker (the manifest)."""
-    per_user = result.per_user
-    storage.write_table(per_user, output, "per_user", ("run_date", date))
+    storage.write_table(per_user, f"{output}/per_user/run_date={date}")
+    write_file(spark, output, f"_manifests/run_date={date}/summary.json", storage.strict_json(manifest))
+
+
+def publish(spark, output, date, result, group_by):
+    """A run of the evaluation as the job publishes it."""
     metrics = [r.asDict() for r in result.summary.collect()]
     manifest = {
         "metrics": metrics,
@@ -38,7 +46,7 @@ def publish(spark, output, date, result, group_by):
         "spark_version": spark.version,
         "duration_seconds": 1.0,
     }
-    storage.write_json(spark, storage.manifest_dir(output, ("run_date", date)), "summary.json", manifest)
+    write_run(spark, output, date, result.per_user, manifest)
     return manifest
 
 
@@ -62,9 +70,9 @@ def nightly(spark, tmp_path_factory):
 
 def test_complete_runs_are_those_with_a_marker(spark, nightly, monkeypatch):
     output, nights = nightly
-    storage.write_text(spark, f"{output}/_manifests/run_date=2026-11-23", "report.html", "<p>unfinished</p>")
-    storage.write_text(spark, f"{output}/_manifests/_staging", "summary.json", "{}")
-    storage.write_text(spark, f"{output}/_manifests/country=kr", "summary.json", "{}")
+    write_file(spark, output, "_manifests/run_date=2026-11-23/report.html", "<p>unfinished</p>")
+    write_file(spark, output, "_manifests/_staging/summary.json", "{}")
+    write_file(spark, output, "_manifests/country=kr/summary.json", "{}")
     assert history.complete_runs(spark, output) == list(NIGHTS)
     assert history.complete_runs(spark, output, key="country") == ["kr"]
     assert history.complete_runs(spark, output + "/nothing-here") == []
@@ -315,11 +323,8 @@ def test_the_gate_can_compare_with_the_last_run_that_passed(spark, tmp_path):
     now = per_user_frame(spark, [("a", u, 10, 0.5) for u in range(10)])
     # Night 1 good (0.9), night 2 bad (0.5, its drop gate failed), tonight as bad as night 2.
     for date, value, passed in (("2026-11-01", 0.9, True), ("2026-11-02", 0.5, False)):
-        storage.write_table(
-            per_user_frame(spark, [("a", u, 10, value) for u in range(10)]), output, "per_user", ("run_date", date)
-        )
         manifest = {"metrics": [], "quality_gates": [], "regression_gate": {"gates": [{"passed": passed}]}}
-        storage.write_json(spark, storage.manifest_dir(output, ("run_date", date)), "summary.json", manifest)
+        write_run(spark, output, date, per_user_frame(spark, [("a", u, 10, value) for u in range(10)]), manifest)
     gates = regression.parse_drop_gates("10:0.02")
     last = regression.regression_gate(spark, output, "2026-11-03", now, gates, ["segment"], "user_id")
     assert (last.previous, last.failed) == ("2026-11-02", False)

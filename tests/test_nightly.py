@@ -1,94 +1,143 @@
-"""Three nightly runs of the job into one output, the third with a worse model: the history, the
-trend, the regression gate and MLflow read what the job wrote."""
+"""Three nightly runs of the job into one output through its flags, the third with a worse model:
+the regression gate fails the third night (exit 4, one line), the history command shows the three
+dates, the report's trend chart holds them, and the three runs are in a local MLflow store."""
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
+import io
 import json
+import re
 import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
 
-from ndcg_spark._report import trend_chart
-from ndcg_spark.errors import EXIT_OK
-from ndcg_spark.job import history, regression, run, tracking
+from ndcg_spark.errors import EXIT_OK, EXIT_QUALITY_GATE
+from ndcg_spark.job import history, run
 from tests.helpers import frames, random_graded
 
 NIGHTS = ("2026-11-20", "2026-11-21", "2026-11-22")
+SVG = "{http://www.w3.org/2000/svg}"
+HAS_MLFLOW = importlib.util.find_spec("mlflow") is not None
+
+
+def manifest(out, date):
+    return json.loads(open(f"{out}/_manifests/run_date={date}/summary.json").read())
 
 
 @pytest.fixture(scope="module")
 def three_nights(spark, tmp_path_factory):
+    """{"out", "store", "nights": [(exit code, stdout, stderr)]} of three runs of the job."""
     base = tmp_path_factory.mktemp("three_nights")
     recs, rels = random_graded(seed=23, users=60)
     rng = np.random.default_rng(8)
     # The model ranks by the judged grade with noise; on the third night it ranks by noise alone.
     good = {u: {i: rels[u].get(i, 0) + float(rng.random()) for i in m} for u, m in recs.items()}
     bad = {u: {i: float(rng.random()) for i in m} for u, m in recs.items()}
-    out = base / "out"
-    for date, model in zip(NIGHTS, (good, good, bad)):
-        rec_df, rel_df = frames(spark, model, rels)
-        rec_df.write.parquet(str(base / date / "recs"))
-        rel_df.write.parquet(str(base / date / "rel"))
-        argv = ["--recommendations", str(base / date / "recs"), "--relevance", str(base / date / "rel")]
-        assert run([*argv, "--output", str(out), "--k", "5,10", "--run-date", date]) == EXIT_OK
-    return str(out)
+    out, store = str(base / "out"), (base / "mlruns").as_uri()
+    tracked = ["--mlflow-experiment", "nightly", "--mlflow-tracking-uri", store] if HAS_MLFLOW else []
+    nights = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 opens a local file store only when asked
+        for date, model in zip(NIGHTS, (good, good, bad)):
+            rec_df, rel_df = frames(spark, model, rels)
+            rec_df.write.parquet(str(base / date / "recs"))
+            rel_df.write.parquet(str(base / date / "rel"))
+            argv = ["--recommendations", str(base / date / "recs"), "--relevance", str(base / date / "rel")]
+            argv += ["--output", out, "--k", "5,10", "--run-date", date, "--fail-if-drop", "10:0.02", *tracked]
+            stdout, stderr = io.StringIO(), io.StringIO()
+            with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+                code = run(argv)
+            nights.append((code, stdout.getvalue(), stderr.getvalue()))
+    return {"out": out, "store": store, "nights": nights}
 
 
-def test_history_of_three_nights(spark, three_nights):
-    text = history.history_text(spark, three_nights).splitlines()
-    assert text[0].split() == ["k", "run_date", *[h for _, h in history.HISTORY_COLUMNS]]
-    assert [line.split()[:2] for line in text[1:]] == [[k, d] for d in NIGHTS for k in ("5", "10")]
-    record = json.loads(history.history_text(spark, three_nights, last=2, as_json=True))
-    assert record["runs"] == list(NIGHTS[1:])
-    for row in record["rows"]:
-        manifest = json.loads(open(f"{three_nights}/_manifests/run_date={row['run_date']}/summary.json").read())
-        (m,) = [m for m in manifest["metrics"] if m["k"] == row["k"]]
-        assert {c: row[c] for c, _ in history.HISTORY_COLUMNS} == {c: m[c] for c, _ in history.HISTORY_COLUMNS}
-    svg = ET.fromstring(trend_chart(history.trend_rows(history.read_history(spark, three_nights)), []))
-    assert len(svg.findall("{http://www.w3.org/2000/svg}polyline")) == 2  # k 5 and 10, all users
-
-
-def test_the_regression_gate_fails_the_third_night(spark, three_nights):
-    gates = regression.parse_drop_gates("10:0.02", (), [5, 10])
-    second = history.read_per_user(spark, three_nights, NIGHTS[1])
-    third = history.read_per_user(spark, three_nights, NIGHTS[2])
-    outcome = regression.regression_gate(spark, three_nights, NIGHTS[2], third, gates, (), "user_id")
-    assert outcome.failed and outcome.previous == NIGHTS[1]
-    a = {r.user_id: r.ndcg for r in second.filter("k = 10").collect()}
-    b = {r.user_id: r.ndcg for r in third.filter("k = 10").collect()}
-    d = np.array([b[u] - a[u] for u in sorted(set(a) & set(b))])
-    assert outcome.message.startswith(
-        f"regression gate failed: run_date {NIGHTS[1]} -> {NIGHTS[2]}, NDCG@10: {len(d)} users in common, "
-        f"difference {d.mean():+.6f}, 95% interval ["
+def test_the_regression_gate_fails_the_third_night_in_one_line(spark, three_nights):
+    out, nights = three_nights["out"], three_nights["nights"]
+    assert [code for code, _, _ in nights] == [EXIT_OK, EXIT_OK, EXIT_QUALITY_GATE], nights[2][2]
+    first, second = nights[0][1].splitlines(), nights[1][1].splitlines()
+    assert f"regression gate: no complete run before run_date={NIGHTS[0]} in {out}; passed" in first
+    assert any(line.startswith(f"regression gate passed: run_date {NIGHTS[0]} -> {NIGHTS[1]}, ") for line in second)
+    # The oracle: the second and third nights' per-user NDCG@10 as published, paired by user.
+    a, b = (
+        {r.user_id: r.ndcg for r in history.read_per_user(spark, out, d).filter("k = 10").collect()} for d in NIGHTS[1:]
     )
-    passed = regression.regression_gate(spark, three_nights, NIGHTS[1], second, gates, (), "user_id")
-    assert not passed.failed and passed.checked[0]["mean_difference"] == 0.0
+    d = np.array([b[u] - a[u] for u in sorted(set(a) & set(b))])
+    (line,) = nights[2][2].splitlines()
+    assert line.startswith(
+        f"ndcg-spark: error: regression gate failed: run_date {NIGHTS[1]} -> {NIGHTS[2]}, NDCG@10: {len(d)} users in "
+        f"common, difference {d.mean():+.6f}, 95% interval ["
+    ), line
+    assert line.endswith("allowed drop 0.020000 (outputs were written)")
+    finished = json.loads(nights[2][1].splitlines()[-1])
+    assert finished["status"] == "quality_gate_failed" and finished["partition"] == {"run_date": NIGHTS[2]}
+    # Published before the gate decided, with its decision in the manifest.
+    gate = manifest(out, NIGHTS[2])["regression_gate"]
+    assert (gate["previous"], gate["current"], gate["message"]) == (
+        NIGHTS[1],
+        NIGHTS[2],
+        line[len("ndcg-spark: error: ") :],
+    )
+    assert [(g["users_in_common"], g["passed"]) for g in gate["gates"]] == [(len(d), False)]
+    assert gate["gates"][0]["mean_difference"] == pytest.approx(d.mean(), abs=1e-12)
+    assert manifest(out, NIGHTS[0])["regression_gate"]["previous"] is None
+    assert manifest(out, NIGHTS[1])["settings"]["fail_if_drop"] == "10:0.02"
 
 
-def test_three_nights_in_mlflow(spark, three_nights, tmp_path, monkeypatch):
-    pytest.importorskip("mlflow")
+def test_the_history_command_prints_the_three_nights(spark, three_nights, capsys):
+    out = three_nights["out"]
+    assert run(["history", "--output", out]) == EXIT_OK
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split() == ["k", "run_date", *[h for _, h in history.HISTORY_COLUMNS]]
+    assert [line.split()[:2] for line in table[1:]] == [[k, d] for d in NIGHTS for k in ("5", "10")]
+    assert run(["history", "--output", out, "--json", "--last", "2"]) == EXIT_OK
+    record = json.loads(capsys.readouterr().out)
+    assert record["runs"] == list(NIGHTS[1:]) and record["key"] == "run_date"
+    for row in record["rows"]:
+        (m,) = [m for m in manifest(out, row["run_date"])["metrics"] if m["k"] == row["k"]]
+        assert {c: row[c] for c, _ in history.HISTORY_COLUMNS} == {c: m[c] for c, _ in history.HISTORY_COLUMNS}
+    assert len(record["rows"]) == 4
+
+
+def test_the_third_report_charts_the_three_nights(three_nights):
+    out = three_nights["out"]
+    page = open(f"{out}/_manifests/run_date={NIGHTS[2]}/report.html").read()
+    svg = ET.fromstring(re.search(r'<svg id="ndcg-trend".*?</svg>', page).group(0))
+    lines = svg.findall(f"{SVG}polyline")
+    assert [len(line.get("points").split()) for line in lines] == [3, 3]  # k 5 and 10, one point a night
+    # Each point's figure: the earlier nights' from their markers, tonight's from its own summary.
+    titles = [c.find(f"{SVG}title").text for c in svg.findall(f"{SVG}circle")]
+    expected = [
+        f"all users, NDCG@{m['k']} {date}: {m['mean_ndcg']:.4f} [{m['ndcg_ci_low']:.4f}, {m['ndcg_ci_high']:.4f}]"
+        for k in (5, 10)
+        for date in NIGHTS
+        for m in manifest(out, date)["metrics"]
+        if m["k"] == k
+    ]
+    assert titles == expected
+    first = open(f"{out}/_manifests/run_date={NIGHTS[0]}/report.html").read()
+    assert first.count('class="trend"') == 2 and 'points="295.0,' in first  # one night: the middle of the chart
+
+
+@pytest.mark.skipif(not HAS_MLFLOW, reason="MLflow is not installed")
+def test_the_three_nights_are_in_mlflow(three_nights, tmp_path):
     from mlflow.tracking import MlflowClient
 
-    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
-    store = (tmp_path / "mlruns").as_uri()
-    for date in NIGHTS:
-        folder = f"{three_nights}/_manifests/run_date={date}"
-        manifest = json.loads(open(f"{folder}/summary.json").read())
-        tracking.log_run(
-            manifest,
-            experiment="nightly",
-            tracking_uri=store,
-            artifacts=[f"{folder}/summary.json", f"{folder}/report.html"],
-            gate_failed=date == NIGHTS[2],
-        )
-    client = MlflowClient(tracking_uri=store)
+    out, nights = three_nights["out"], three_nights["nights"]
+    client = MlflowClient(tracking_uri=three_nights["store"])
     runs = client.search_runs([client.get_experiment_by_name("nightly").experiment_id])
     assert sorted(r.data.params["run_date"] for r in runs) == list(NIGHTS)
+    logged = {json.loads(stdout.splitlines()[-1])["mlflow_run_id"] for _, stdout, _ in nights}
+    assert logged == {r.info.run_id for r in runs}
     for r in runs:
-        manifest = json.loads(
-            open(f"{three_nights}/_manifests/run_date={r.data.params['run_date']}/summary.json").read()
-        )
-        assert r.data.metrics["mean_ndcg_at_10"] == [m for m in manifest["metrics"] if m["k"] == 10][0]["mean_ndcg"]
+        date = r.data.params["run_date"]
+        published = manifest(out, date)
+        assert r.data.metrics["mean_ndcg_at_10"] == [m for m in published["metrics"] if m["k"] == 10][0]["mean_ndcg"]
+        assert r.data.params["fail_if_drop"] == "10:0.02" and r.data.params["k"] == "5,10"
+        assert r.data.tags["ndcg_spark.gate"] == ("failed" if date == NIGHTS[2] else "passed")
         assert sorted(a.path for a in client.list_artifacts(r.info.run_id)) == ["report.html", "summary.json"]
-        assert r.data.tags["ndcg_spark.gate"] == ("failed" if r.data.params["run_date"] == NIGHTS[2] else "passed")
+        # The artifacts are the files as published.
+        local = client.download_artifacts(r.info.run_id, "summary.json", str(tmp_path / date))
+        assert json.loads(open(local).read()) == published
