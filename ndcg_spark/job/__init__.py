@@ -3,7 +3,10 @@
 :mod:`~ndcg_spark.job.flags` reads the TOML file and the flags, :mod:`~ndcg_spark.job.config`
 makes them the typed config of each command, :mod:`~ndcg_spark.job.storage` reads and writes,
 :mod:`~ndcg_spark.job.publish` makes a run's result visible (layout, lock, staging, marker),
-:mod:`~ndcg_spark.job.pipeline` wires a run, :mod:`~ndcg_spark.job.console` prints,
+:mod:`~ndcg_spark.job.pipeline` wires a run, :mod:`~ndcg_spark.job.gates` parses and
+decides the gates, :mod:`~ndcg_spark.job.regression` holds a run against the previous one,
+:mod:`~ndcg_spark.job.history` reads the runs of an output from their manifests,
+:mod:`~ndcg_spark.job.tracking` logs a run to MLflow, :mod:`~ndcg_spark.job.console` prints,
 and :mod:`~ndcg_spark.job.cli` is the entry point.
 """
 

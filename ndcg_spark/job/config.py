@@ -198,7 +198,7 @@ class _Config:
     def to_dict(self) -> Dict[str, Any]:
         """The settings as the manifest records them, with the config's keys and spellings
         (``k = ["5", "all"]``, ``run_date``, ``fail_below`` as text)."""
-        part = self.output.partition
+        part, uri = self.output.partition, self.mlflow.tracking_uri if self.mlflow else None
         settings = {
             **dataclasses.asdict(self.inputs),
             "output": self.output.path,
@@ -209,9 +209,7 @@ class _Config:
             # A Spark Connect URL may carry a token: the manifest is read by more people than the job's config.
             "remote": redact(self.remote) if self.remote else None,
             "mlflow_experiment": self.mlflow.experiment if self.mlflow else None,
-            "mlflow_tracking_uri": redact(self.mlflow.tracking_uri)
-            if self.mlflow and self.mlflow.tracking_uri
-            else None,
+            "mlflow_tracking_uri": redact(uri) if uri else None,
             **self._own_settings(),
         }
         options = dataclasses.asdict(self.options)

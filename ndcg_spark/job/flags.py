@@ -182,7 +182,7 @@ def build_parser(compare: bool = False) -> argparse.ArgumentParser:
             "with its 95% interval, paired t-test p-value (and corrected across the pairs), wins/ties/losses."
             if compare
             else "Per-user and mean NDCG@k of recommendations against graded relevance, on Spark. "
-            "'ndcg-spark compare --help' compares models."
+            "'ndcg-spark compare --help' compares models; 'ndcg-spark history --help' shows an output's dated runs."
         ),
     )
     if compare:

@@ -26,9 +26,12 @@ from ndcg_spark.validation import validate
 
 
 def main(spark, config: EvaluateConfig) -> Dict[str, Any]:
-    """Read both tables, evaluate, and publish ``per_user/``, ``summary/`` (and ``rejected/``,
-    ``report.html``) with the manifest (``summary.json``, or
-    ``_manifests/<key>=<value>/summary.json`` for a partitioned run). Returns the manifest."""
+    """Read both tables, evaluate, hold the gates (``--fail-below``, and ``--fail-if-drop``
+    against the previous complete run), and publish ``per_user/``, ``summary/`` (and
+    ``rejected/``, ``report.html``) with the manifest (``summary.json``, or
+    ``_manifests/<key>=<value>/summary.json`` for a partitioned run). Returns the manifest; a
+    failed gate is recorded there, not raised (the command line exits 4), and MLflow logging is
+    left to the caller (:func:`track`), after publishing."""
     return _run(spark, config, _evaluate)
 
 
