@@ -23,8 +23,9 @@ EXCLUDED = "__ndcg_excluded"
 Z_95 = 1.959963984540054
 
 
-def excluded(n_recommended: str, n_relevant: str, opts: EvaluationOptions) -> str:
-    """SQL: the exclusion policies (``zero_idcg``, ``no_recommendations``) for one user's counts.
+def excluded(n_recommended: str, n_relevant: str, opts: EvaluationOptions, has_judgements: str = "true") -> str:
+    """SQL: the exclusion policies (``zero_idcg``, ``no_recommendations``, ``no_relevance``) for
+    one user's counts; ``has_judgements`` is SQL, true when the user has relevance rows.
 
     The one statement of who is left out, for ``evaluate`` and ``compare`` alike.
     """
@@ -33,12 +34,15 @@ def excluded(n_recommended: str, n_relevant: str, opts: EvaluationOptions) -> st
         conditions.append(f"{n_relevant} = 0")
     if opts.no_recommendations == "exclude":
         conditions.append(f"{n_recommended} = 0")
+    if opts.no_relevance == "exclude":
+        conditions.append(f"NOT {has_judgements}")
     return "(" + " OR ".join(conditions) + ")"
 
 
 def with_exclusions(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
     """Add :data:`EXCLUDED` from each row's counts."""
-    return df.selectExpr("*", f"{excluded('n_recommended', 'n_relevant', opts)} AS {EXCLUDED}")
+    rule = excluded("n_recommended", "n_relevant", opts, _judged.HAS_JUDGEMENTS)
+    return df.selectExpr("*", f"{rule} AS {EXCLUDED}")
 
 
 def summarize(scored: DataFrame, opts: EvaluationOptions) -> DataFrame:
