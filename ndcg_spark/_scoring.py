@@ -320,8 +320,19 @@ def with_cutoffs(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
         f"{dcg} AS dcg",
         f"{idcg} AS idcg",
         *[f"{pick(name)} AS {name}" for name in (COMPANION_COLUMNS if opts.companion_metrics else ())],
-        f"CASE WHEN {idcg} > 0 THEN {dcg} / {idcg} ELSE {'1.0D' if opts.zero_idcg == 'one' else '0.0D'} END AS ndcg",
+        f"CASE WHEN {idcg} > 0 THEN {dcg} / {idcg} {_zero_idcg_one(opts)}ELSE 0.0D END AS ndcg",
     )
+
+
+def _zero_idcg_one(opts: EvaluationOptions) -> str:
+    """SQL: the ``WHEN`` of ``zero_idcg = "one"`` in the NDCG's ``CASE`` (empty otherwise).
+
+    1.0 goes to users without positive relevance in the relevance table, the users
+    ``zero_idcg`` names. An IDCG of 0 can also come from the ideal list alone: from the
+    candidates when no relevant item was recommended, or from an empty list; such a user has
+    relevant items and was shown none of them, so it scores 0.
+    """
+    return f"WHEN {N_RELEVANT} = 0 THEN 1.0D " if opts.zero_idcg == "one" else ""
 
 
 def _sums_per_list(with_hits: DataFrame, kept: List[str], opts: EvaluationOptions) -> DataFrame:

@@ -12,6 +12,7 @@ import math
 import numpy as np
 import pytest
 import pytrec_eval
+from chispa import assert_approx_df_equality
 
 from ndcg_spark import evaluate
 
@@ -125,3 +126,23 @@ def test_trec_eval_mean_over_the_topics_it_evaluates(spark):
     # Scoring the topics the qrels do not judge as 0 gives another mean.
     kept = evaluate(recs, rel, convention="trec_eval", no_relevance="include", k=3).summary.first()
     assert kept.mean_ndcg != pytest.approx(summary[3].mean_ndcg, abs=1e-3)
+
+
+# ----------------------------------------------------------------------------- the switches alone
+
+
+@pytest.mark.parametrize("ideal", ["relevance", "candidates"])
+def test_zero_idcg_one_and_no_relevance(spark, ideal):
+    """``zero_idcg = "one"`` scores 1.0 the users without positive relevance (user 2: judged all 0;
+    user 4: no relevance rows), whatever the ideal list; a user with relevant items shown none of
+    them scores 0 (user 1, whose ideal from the candidates is empty too; user 3, without
+    recommendations). ``no_relevance = "exclude"`` leaves out user 4 alone."""
+    rows = [(1, "a", 0.9), (1, "b", 0.5), (2, "a", 0.9), (4, "a", 0.9), (5, "a", 0.9), (5, "b", 0.8)]
+    recs = spark.createDataFrame(rows, RECS)
+    rel = judged(spark, {1: {"c": 1, "a": 0}, 2: {"z": 0}, 3: {"q": 2}, 5: {"b": 1}})
+    ndcg = {1: 0.0, 2: 1.0, 3: 0.0, 4: 1.0, 5: 1 / math.log2(3)}
+    for no_relevance, users in (("include", [1, 2, 3, 4, 5]), ("exclude", [1, 2, 3, 5])):
+        result = evaluate(recs, rel, k=2, ideal=ideal, zero_idcg="one", no_relevance=no_relevance)
+        expected = spark.createDataFrame([(u, ndcg[u]) for u in users], "user_id int, ndcg double")
+        got = result.per_user.select("user_id", "ndcg").orderBy("user_id")
+        assert_approx_df_equality(got, expected, precision=1e-12, ignore_nullable=True)
