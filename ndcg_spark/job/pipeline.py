@@ -93,7 +93,9 @@ def _evaluate(spark, config: EvaluateConfig, stage: publish.Staging) -> Dict[str
         rejected = write_rejected(spark, result.rejected, stage)
         if config.output.report:
             bins = [r.asDict() for r in ndcg_histogram(result.per_user, opts.group_by).collect()]
-            stage.file("report.html", render(metrics, bins, opts.group_by, notes=report_notes(config, opts)))
+            stage.file(
+                "report.html", render(metrics, bins, opts.group_by, notes=report_notes(config, opts), options=opts)
+            )
     finally:
         result.unpersist()
         summary.unpersist()
