@@ -47,10 +47,14 @@ def judged_lists(rel: DataFrame, opts: EvaluationOptions) -> DataFrame:
     """
     user = ident(opts.user_col)
     items, rels = JUDGED_ITEMS, JUDGED_RELEVANCE
-    if opts.gains:
+    if opts.gains or opts.negative_relevance == "unjudged":
         # The map of grade to gain replaces each grade before anything reads it (the gain
         # function, the ideal list, the counts), as trec_eval's ndcg gain parameters do.
-        rel = rel.selectExpr(user, ITEM, f"{gain_mapped(REL, opts.gains)} AS {REL}")
+        grade = gain_mapped(REL, opts.gains)
+        if opts.negative_relevance == "unjudged":
+            # trec_eval reads a grade below 0 as not judged: it gains nothing, whatever the map says.
+            grade = f"(CASE WHEN {REL} < 0.0D THEN 0.0D ELSE {grade} END)"
+        rel = rel.selectExpr(user, ITEM, f"{grade} AS {REL}")
     # Only the two lists (and what an option needs) are aggregated: every further aggregate
     # costs a per-row update in the aggregation, while counts over the lists are computed once
     # per user below.
@@ -81,7 +85,7 @@ def judged_lists(rel: DataFrame, opts: EvaluationOptions) -> DataFrame:
         items,
         rels,
         # The relevance reaching here is never negative or NaN (the row rules reject it, or it
-        # was clipped to 0), so the grades above 0 are the ones that are not 0.
+        # was clipped or read as unjudged, 0), so the grades above 0 are the ones that are not 0.
         f"{ideal} AS {IDEAL}",
         f"size({positive}) AS {N_RELEVANT}",
         *([N_RELEVANT_BINARY] if opts.companion_metrics else []),
@@ -100,7 +104,7 @@ def is_relevant(relevance: str, opts: EvaluationOptions) -> str:
 
 def lists_run_past_k(opts: EvaluationOptions) -> bool:
     """True when the ranked lists hold rows past the largest k (tied groups, or every candidate)."""
-    return opts.largest_k is not None and (opts.ties == "average" or opts.ideal == "candidates")
+    return opts.largest_k is not None and (opts.ties != "item" or opts.ideal == "candidates")
 
 
 def ideal_list(opts: EvaluationOptions, n: str) -> str:

@@ -4,9 +4,9 @@ Reads the narrowed recommendations (:mod:`ndcg_spark._inputs`: segments, user, `
 ``ORDER``) and gives one row per list (segments, user) with:
 
 =====================  ==================================================================
-:data:`ITEMS`          array: the items in position order, the first largest k (with tie
-                       averaging, whole tied groups past it)
-:data:`ORDERS`         array: their ordering keys (with a rank column or tie averaging only)
+:data:`ITEMS`          array: the items in position order, the first largest k (with ties
+                       not broken by item, whole tied groups past it)
+:data:`ORDERS`         array: their ordering keys (with a rank column, or ties not broken by item)
 :data:`REPEATED`       int: how many of the items repeat an earlier one
 =====================  ==================================================================
 
@@ -80,13 +80,14 @@ def positions_as_given(opts: EvaluationOptions) -> bool:
 def with_position(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
     """Add each recommendation's 1-based position in its list (:data:`POSITION`).
 
-    With tie averaging also :data:`TIE_RANK`, ``rank()`` over the ordering key alone: a whole
-    tied group stays at the cutoff, since its mean gain needs every member.
+    With tie averaging (or the worst order of ties) also :data:`TIE_RANK`, ``rank()`` over the
+    ordering key alone: a whole tied group stays at the cutoff, since its mean gain (or its order)
+    needs every member.
     """
     item_order = "ASC" if opts.tie_break == "item_ascending" else "DESC"
     by_list = "PARTITION BY " + ", ".join(list_keys(df.columns, opts))
     columns = [f"row_number() OVER ({by_list} ORDER BY {ORDER} ASC NULLS LAST, {ITEM} {item_order}) AS {POSITION}"]
-    if opts.ties == "average":
+    if opts.ties != "item":
         columns.append(f"rank() OVER ({by_list} ORDER BY {ORDER} ASC NULLS LAST) AS {TIE_RANK}")
     return df.selectExpr("*", *columns)
 
@@ -109,7 +110,7 @@ def collect_lists(ranked: DataFrame, opts: EvaluationOptions, keep: Optional[int
     rank held by two of the collected rows stops the run (the rank-tie rule); the lists are then
     cut to their first ``keep`` (all when None).
     """
-    keep_order = bool(opts.rank_col) or opts.ties == "average"
+    keep_order = bool(opts.rank_col) or opts.ties != "item"
     positions, items, orders = "__ndcg_positions", "__ndcg_items_raw", "__ndcg_orders_raw"
     collected = [F.expr(f"collect_list({POSITION}) AS {positions}"), F.expr(f"collect_list({ITEM}) AS {items}")]
     if keep_order:

@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ndcg_spark._sql import ident
-from ndcg_spark.options import k_label
+from ndcg_spark.options import EvaluationOptions, k_label
 
 BINS = 20
 #: Height of one legend line under the NDCG@k curve, in pixels.
@@ -23,6 +23,25 @@ LEGEND_LINE = 18
 #: Average width of a character of the sans-serif labels, as a share of the font size.
 CHAR_WIDTH = 0.62
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+#: The options that define the figure (docs/conventions.md), shown under the page's convention.
+CONVENTION_SWITCHES = (
+    "gain",
+    "tie_break",
+    "ties",
+    "zero_idcg",
+    "no_recommendations",
+    "no_relevance",
+    "negative_relevance",
+    "duplicate_relevance",
+    "cap_ideal_at_list_length",
+    "discount",
+    "log_base",
+    "ideal",
+    "positions",
+    "gains",
+    "whole_list",
+    "confidence_interval",
+)
 
 
 def ndcg_histogram(per_user: DataFrame, group_by: Sequence[str] = (), bins: int = BINS) -> DataFrame:
@@ -43,23 +62,32 @@ def render(
     group_by: Sequence[str] = (),
     title: str = "ndcg-spark report",
     notes: Optional[Dict[str, Any]] = None,
+    options: Optional[EvaluationOptions] = None,
     trend: Optional[List[Dict[str, Any]]] = None,
     trend_key: str = "run_date",
 ) -> str:
-    """The report page as a string; with ``trend`` (rows of :func:`trend_chart`, tonight's run
-    among them) also the chart of mean NDCG@k across runs."""
+    """The report page as a string.
+
+    With ``options``, the page says which convention made its figures and shows every switch
+    that defines them as it resolved (:func:`settings_table`), above the summary. With ``trend``
+    (rows of :func:`trend_chart`, tonight's run among them), also the chart of mean NDCG@k
+    across runs.
+    """
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         f"<title>{_e(title)}</title>",
         "<style>body{font-family:sans-serif;margin:2em;color:#222}table{border-collapse:collapse}"
         "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f3f3f3}"
-        "svg{background:#fff;border:1px solid #ddd;margin:4px}.small{display:inline-block}</style>",
+        "svg{background:#fff;border:1px solid #ddd;margin:4px}.small{display:inline-block}"
+        "#settings td{text-align:left}tr.changed td{font-weight:bold}</style>",
         "</head><body>",
         f"<h1>{_e(title)}</h1>",
     ]
     if notes:
         parts.append("<p>" + " · ".join(f"{_e(k)}: {_e(v)}" for k, v in notes.items()) + "</p>")
+    if options is not None:
+        parts += ["<h2>Convention</h2>", settings_table(options)]
     parts += ["<h2>Summary</h2>", _table(metrics, group_by)]
     parts += ["<h2>Mean NDCG@k</h2>", ndcg_curve(metrics, group_by)]
     if trend is not None:
@@ -67,6 +95,42 @@ def render(
     parts += ["<h2>Per-user NDCG</h2>", *histograms(histogram, group_by)]
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def settings_table(options: EvaluationOptions) -> str:
+    """The convention's name (or "none": the defaults) and each switch of
+    :data:`CONVENTION_SWITCHES` as it resolved; a switch away from its default is marked ``changed``.
+
+    Examples
+    --------
+    >>> page = settings_table(EvaluationOptions(convention="trec_eval", gain="exponential"))
+    >>> page.startswith('<p id="convention">convention: trec_eval')
+    True
+    >>> '<tr class="changed"><td>gain</td><td>exponential</td></tr>' in page
+    True
+    """
+    defaults = EvaluationOptions()
+    name = options.convention or "none (every switch at its default unless set)"
+    rows = []
+    for switch in CONVENTION_SWITCHES:
+        value = getattr(options, switch)
+        changed = ' class="changed"' if value != getattr(defaults, switch) else ""
+        rows.append(f"<tr{changed}><td>{_e(switch)}</td><td>{_e(_setting(value))}</td></tr>")
+    return (
+        f'<p id="convention">convention: {_e(name)}</p>'
+        '<table id="settings"><tr><th>switch</th><th>value</th></tr>' + "".join(rows) + "</table>"
+    )
+
+
+def _setting(value: Any) -> str:
+    """A switch's value as the config file writes it: true/false, a gain map as {grade = gain}."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, tuple):
+        return "{" + ", ".join(f"{grade:g} = {gain:g}" for grade, gain in value) + "}"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
 
 
 def _e(value: Any) -> str:

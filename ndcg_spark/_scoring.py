@@ -74,8 +74,9 @@ def with_gains(joined: DataFrame, opts: EvaluationOptions) -> DataFrame:
     """Per list: its length, the carried counts, and the arrays the sums read.
 
     Only the optional modes compute gain arrays here, with higher-order functions: tie
-    averaging needs every gain of a tied group, and the companion metrics the positions of the
-    hits. In the default mode the gains are computed per hit (:func:`hits_of`).
+    averaging and the worst order of ties need every gain of a tied group, and the companion
+    metrics the positions of the hits. In the default mode the gains are computed per hit
+    (:func:`hits_of`).
     """
     n = array_size(ITEMS)
     if _judged.lists_run_past_k(opts):
@@ -86,7 +87,7 @@ def with_gains(joined: DataFrame, opts: EvaluationOptions) -> DataFrame:
             # Given ranks: the recommendations evaluated are those ranked within k, gaps or not.
             n = f"(CASE WHEN {ORDERS} IS NULL THEN 0 ELSE size(filter({ORDERS}, n_o -> n_o <= {int(opts.largest_k)})) END)"
     extra = []
-    if opts.ties == "average" or opts.companion_metrics:
+    if opts.ties != "item" or opts.companion_metrics:
         # Which positions hold an item's first occurrence, for the lists with a repeat only
         # (null: the user has no list). Each step in a projection of its own: the next one reads
         # it more than once.
@@ -94,11 +95,12 @@ def with_gains(joined: DataFrame, opts: EvaluationOptions) -> DataFrame:
         joined = joined.selectExpr("*", f"{order} AS {OCCURRENCES}").selectExpr(
             "*", f"{first_occurrences(OCCURRENCES)} AS {FIRSTS}"
         )
-    if opts.ties == "average":
+    if opts.ties != "item":
         gains = first_occurrence_only(f"transform({ITEMS}, g_x -> {gain(relevance_of('g_x'), opts.gain)})", FIRSTS)
-        # The gains in a projection of their own: tie_averaged reads them more than once.
+        # The gains in a projection of their own: the tie rule reads them more than once.
         joined = joined.selectExpr("*", f"{gains} AS {RAW_GAINS}")
-        extra.append(f"coalesce({tie_averaged(RAW_GAINS, ORDERS)}, CAST(array() AS array<double>)) AS {GAINS}")
+        tied = tie_averaged if opts.ties == "average" else tie_worst
+        extra.append(f"coalesce({tied(RAW_GAINS, ORDERS)}, CAST(array() AS array<double>)) AS {GAINS}")
     if opts.companion_metrics:
         hits = first_occurrence_only(
             f"transform({ITEMS}, h_x -> CAST({is_relevant(relevance_of('h_x'), opts)} AS DOUBLE))", FIRSTS
@@ -164,15 +166,41 @@ def tie_averaged(gains: str, orders: str) -> str:
     >>> df.selectExpr(tie_averaged("g", "o") + " AS averaged").first().averaged
     [1.5, 1.5, 1.0]
     """
+    mean = f"aggregate(slice({gains}, t_r.s, t_r.l), 0.0D, (t_a, t_g) -> t_a + t_g) / t_r.l"
+    return _per_tied_run(gains, orders, f"array_repeat({mean}, t_r.l)")
+
+
+def tie_worst(gains: str, orders: str) -> str:
+    """SQL: each tied group's gains (equal ordering key) sorted ascending: the least relevant first.
+
+    CatBoost's order of tied scores (its ``CompareDocs``: score descending, then target
+    ascending), the worst ordering of each tie. Linear in the list's length as
+    :func:`tie_averaged`; only lists that hold a tie pay for it.
+
+    Examples
+    --------
+    >>> df = spark.createDataFrame([([3.0, 0.0, 1.0], [1.0, 1.0, 2.0])], "g array<double>, o array<double>")
+    >>> df.selectExpr(tie_worst("g", "o") + " AS worst").first().worst
+    [0.0, 3.0, 1.0]
+    """
+    return _per_tied_run(gains, orders, f"sort_array(slice({gains}, t_r.s, t_r.l), true)")
+
+
+def _per_tied_run(gains: str, orders: str, run: str) -> str:
+    """SQL: ``gains`` with each run of equal ``orders`` replaced by ``run`` (SQL over ``t_r.s``, its
+    1-based start, and ``t_r.l``, its length, giving as many elements), for lists that hold a tie.
+
+    The lists are in position order, which sorts them by ordering key, so a tied group is a run
+    of adjacent elements, found from its start (an element whose key differs from the one before).
+    """
     n = f"size({orders})"
     starts = f"filter(sequence(1, {n}), t_i -> t_i = 1 OR {orders}[t_i - 1] <> {orders}[t_i - 2])"
     # Each run as (start, length): it ends where the next one starts, the last at the list's end.
     # (No lambda may refer to ``starts``: a lambda re-evaluates what it refers to, per element.)
     ends = f"concat(slice({starts}, 2, {n}), array({n} + 1))"
     runs = f"zip_with({starts}, {ends}, (t_s, t_e) -> named_struct('s', t_s, 'l', t_e - t_s))"
-    mean = f"aggregate(slice({gains}, t_r.s, t_r.l), 0.0D, (t_a, t_g) -> t_a + t_g) / t_r.l"
-    averaged = f"flatten(transform({runs}, t_r -> array_repeat({mean}, t_r.l)))"
-    return f"(CASE WHEN {has_repeats(orders)} THEN {averaged} ELSE {gains} END)"
+    replaced = f"flatten(transform({runs}, t_r -> {run}))"
+    return f"(CASE WHEN {has_repeats(orders)} THEN {replaced} ELSE {gains} END)"
 
 
 def hits_of(opts: EvaluationOptions) -> str:
@@ -182,10 +210,10 @@ def hits_of(opts: EvaluationOptions) -> str:
     first occurrence (a repeated item gains there only), ``g`` its gain. ``array_intersect``
     keeps the order of the recommended list and drops repeats, so the lookups (a scan of the
     judged items each) only run for the few items that hit, not for every position. With tie
-    averaging the hits are the positions of the nonzero averaged gains.
+    averaging (or the worst order of ties) the hits are the positions of the nonzero gains.
     """
     empty = "CAST(array() AS array<struct<p: int, g: double>>)"
-    if opts.ties == "average":
+    if opts.ties != "item":
         terms = f"transform({GAINS}, (h_g, h_i) -> named_struct('p', {_position('h_i', opts)}, 'g', h_g))"
         return f"coalesce(filter({terms}, h_t -> h_t.g <> 0.0D), {empty})"
     # A hit is always judged, so one array_position (not relevance_of's two) finds its grade.
@@ -236,6 +264,9 @@ def _whole_ideal(k: Optional[int], opts: EvaluationOptions) -> bool:
 
 
 def _discount(position: str, opts: EvaluationOptions) -> str:
+    if opts.discount == "position":
+        # CatBoost's denominator=Position: 1/i, no logarithm (so log_base does not apply).
+        return f"(1.0D / {position})"
     return discount(position, opts.discount, opts.log_base)
 
 
@@ -289,8 +320,19 @@ def with_cutoffs(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
         f"{dcg} AS dcg",
         f"{idcg} AS idcg",
         *[f"{pick(name)} AS {name}" for name in (COMPANION_COLUMNS if opts.companion_metrics else ())],
-        f"CASE WHEN {idcg} > 0 THEN {dcg} / {idcg} ELSE {'1.0D' if opts.zero_idcg == 'one' else '0.0D'} END AS ndcg",
+        f"CASE WHEN {idcg} > 0 THEN {dcg} / {idcg} {_zero_idcg_one(opts)}ELSE 0.0D END AS ndcg",
     )
+
+
+def _zero_idcg_one(opts: EvaluationOptions) -> str:
+    """SQL: the ``WHEN`` of ``zero_idcg = "one"`` in the NDCG's ``CASE`` (empty otherwise).
+
+    1.0 goes to users without positive relevance in the relevance table, the users
+    ``zero_idcg`` names. An IDCG of 0 can also come from the ideal list alone: from the
+    candidates when no relevant item was recommended, or from an empty list; such a user has
+    relevant items and was shown none of them, so it scores 0.
+    """
+    return f"WHEN {N_RELEVANT} = 0 THEN 1.0D " if opts.zero_idcg == "one" else ""
 
 
 def _sums_per_list(with_hits: DataFrame, kept: List[str], opts: EvaluationOptions) -> DataFrame:

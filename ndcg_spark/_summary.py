@@ -14,7 +14,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ndcg_spark import _inputs, _judged, _ranking
-from ndcg_spark._sql import ident
+from ndcg_spark._sql import fails_if, ident, string_literal
+from ndcg_spark.errors import INPUT_ERROR_TAG
 from ndcg_spark.options import EvaluationOptions
 
 EXCLUDED = "__ndcg_excluded"
@@ -23,8 +24,9 @@ EXCLUDED = "__ndcg_excluded"
 Z_95 = 1.959963984540054
 
 
-def excluded(n_recommended: str, n_relevant: str, opts: EvaluationOptions) -> str:
-    """SQL: the exclusion policies (``zero_idcg``, ``no_recommendations``) for one user's counts.
+def excluded(n_recommended: str, n_relevant: str, opts: EvaluationOptions, has_judgements: str = "true") -> str:
+    """SQL: the exclusion policies (``zero_idcg``, ``no_recommendations``, ``no_relevance``) for
+    one user's counts; ``has_judgements`` is SQL, true when the user has relevance rows.
 
     The one statement of who is left out, for ``evaluate`` and ``compare`` alike.
     """
@@ -33,12 +35,15 @@ def excluded(n_recommended: str, n_relevant: str, opts: EvaluationOptions) -> st
         conditions.append(f"{n_relevant} = 0")
     if opts.no_recommendations == "exclude":
         conditions.append(f"{n_recommended} = 0")
+    if opts.no_relevance == "exclude":
+        conditions.append(f"NOT {has_judgements}")
     return "(" + " OR ".join(conditions) + ")"
 
 
 def with_exclusions(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
     """Add :data:`EXCLUDED` from each row's counts."""
-    return df.selectExpr("*", f"{excluded('n_recommended', 'n_relevant', opts)} AS {EXCLUDED}")
+    rule = excluded("n_recommended", "n_relevant", opts, _judged.HAS_JUDGEMENTS)
+    return df.selectExpr("*", f"{rule} AS {EXCLUDED}")
 
 
 def summarize(scored: DataFrame, opts: EvaluationOptions) -> DataFrame:
@@ -84,18 +89,34 @@ def summarize(scored: DataFrame, opts: EvaluationOptions) -> DataFrame:
     at = names.index("std_ndcg") + 1
     if opts.confidence_interval == "bootstrap":
         summary = join_null_safe(summary, bootstrap_interval(scored, opts), [*opts.group_by, "k"], "left")
-        interval = ["ndcg_ci_low", "ndcg_ci_high"]
+        interval = [f"{_when_spread('users', c)} AS {c}" for c in ("ndcg_ci_low", "ndcg_ci_high")]
     else:
         half = f"({Z_95}D * std_ndcg / sqrt(CAST(users AS DOUBLE)))"
         # NDCG lives in [0, 1]; the normal approximation does not know it.
         interval = [
-            f"greatest(mean_ndcg - {half}, 0.0D) AS ndcg_ci_low",
-            f"least(mean_ndcg + {half}, 1.0D) AS ndcg_ci_high",
+            f"{_when_spread('users', f'greatest(mean_ndcg - {half}, 0.0D)')} AS ndcg_ci_low",
+            f"{_when_spread('users', f'least(mean_ndcg + {half}, 1.0D)')} AS ndcg_ci_high",
         ]
     columns = [*keys, *names[:at], *interval, *names[at:]]
+    # Each user's DCG is finite (the lists' sums are guarded), but a mean adds them up first.
+    overflow = "isnan(mean_dcg) OR abs(mean_dcg) = CAST('Infinity' AS DOUBLE)"
+    message = (
+        f"concat({string_literal(f'{INPUT_ERROR_TAG}: relevance too large to add up: the mean DCG@')}, "
+        "coalesce(CAST(k AS STRING), 'all'), ' overflows a double (the DCGs of its users add up past 1.8e308)')"
+    )
+    summary = summary.filter(fails_if(overflow, message))
     ordered = [F.col(c).asc_nulls_last() for c in keys]
     # A handful of rows: one partition sorted in place, where orderBy would sample the input in a job of its own.
     return summary.selectExpr(*columns).coalesce(1).sortWithinPartitions(*ordered)
+
+
+def _when_spread(users: str, bound: str) -> str:
+    """SQL: an interval bound, null unless at least two users are averaged.
+
+    One user (or none) gives no spread to estimate: a bound there would be made up (the normal
+    interval's null half-width clipped to [0, 1], or every bootstrap replicate that one value).
+    """
+    return f"(CASE WHEN {users} >= 2 THEN {bound} END)"
 
 
 def join_null_safe(left: DataFrame, right: DataFrame, keys: Sequence[str], how: str) -> DataFrame:

@@ -18,6 +18,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ndcg_spark import _inputs
+from ndcg_spark._judged import HAS_JUDGEMENTS
 from ndcg_spark._sql import ident
 from ndcg_spark._stats import CORRECTIONS, adjust_p_values, paired_t_test
 from ndcg_spark._summary import EXCLUDED, excluded, join_null_safe
@@ -123,15 +124,17 @@ def paired(baseline_scored: DataFrame, candidate_scored: DataFrame, opts: Evalua
                 F.col("ndcg").alias(f"ndcg_{name}"),
                 F.col("n_recommended").alias(f"__n_recommended_{name}"),
                 F.col("n_relevant").alias(f"__n_relevant_{name}"),
+                F.col(HAS_JUDGEMENTS).alias(f"__judged_{name}"),
                 F.lit(True).alias(f"__present_{name}"),
             )
         )
     # Null-safe: k is null for the whole list, and a segment value may be null.
     paired = join_null_safe(sides[0], sides[1], keys, "full")
     n_relevant = "coalesce(__n_relevant_baseline, __n_relevant_candidate)"
+    judged = "coalesce(__judged_baseline, __judged_candidate)"
     # A side without the user is a side without recommendations for it.
     either_excluded = " OR ".join(
-        excluded(f"coalesce(__n_recommended_{name}, 0)", n_relevant, opts) for name in ("baseline", "candidate")
+        excluded(f"coalesce(__n_recommended_{name}, 0)", n_relevant, opts, judged) for name in ("baseline", "candidate")
     )
     per_user = paired.select(
         *[F.col(ident(c)) for c in keys],

@@ -32,14 +32,15 @@ PRESETS: Dict[str, Dict[str, Any]] = {
     # a user without labels scores 0 and counts.
     "spark": {"gain": "exponential"},
     # m_ndcg.c / m_ndcg_cut.c: linear gain (relevance level), ties by docno descending, ideal
-    # over every judged document (ndcg without a cutoff), topics only in the qrels skipped,
-    # a grade below 0 gains nothing.
+    # over every judged document (ndcg without a cutoff), only topics in both the run and the
+    # qrels averaged (without -c), a grade below 0 not judged (form_res_rels.c), so unmapped.
     "trec_eval": {
         "gain": "linear",
         "tie_break": "item_descending",
         "whole_list": "all_judged",
         "no_recommendations": "exclude",
-        "negative_relevance": "clip",
+        "no_relevance": "exclude",
+        "negative_relevance": "unjudged",
     },
     # ir_measures' nDCG and nDCG@k run on pytrec_eval (trec_eval's ndcg and ndcg_cut).
     "ir_measures": {
@@ -47,7 +48,8 @@ PRESETS: Dict[str, Dict[str, Any]] = {
         "tie_break": "item_descending",
         "whole_list": "all_judged",
         "no_recommendations": "exclude",
-        "negative_relevance": "clip",
+        "no_relevance": "exclude",
+        "negative_relevance": "unjudged",
     },
     # sklearn.metrics.ndcg_score: y_true as the gain, tied scores averaged, the ideal from the
     # same row's y_true (the candidates), all-zero rows score 0.
@@ -70,10 +72,18 @@ PRESETS: Dict[str, Dict[str, Any]] = {
     # (divide_by_achievable=False), users without interactions are not scored.
     "rectools": {"gain": "linear", "positions": "as_given", "ideal": "k_relevant", "zero_idcg": "exclude"},
     # lenskit.metrics.NDCG: 1/max(log2(rank), 1), ideal over every test item when n is None,
-    # an empty truth list gives NaN (not averaged).
-    "lenskit": {"gain": "linear", "discount": "lenskit", "whole_list": "all_judged", "zero_idcg": "exclude"},
-    # replay.metrics.NDCG: binary, ideal min(k, |ground truth|), ground-truth users only.
-    "replay": {"gain": "linear", **_BINARY_TOP_K},
+    # negative gains clipped to 0, an ideal of 0 scores 0.0, an empty truth list gives NaN
+    # (not averaged).
+    "lenskit": {
+        "gain": "linear",
+        "discount": "lenskit",
+        "whole_list": "all_judged",
+        "negative_relevance": "clip",
+        "no_relevance": "exclude",
+    },
+    # replay.metrics.NDCG: binary, ideal min(k, |ground truth|); a user with an empty ground
+    # truth (or no recommendations) scores 0; only ground-truth users are evaluated.
+    "replay": {"gain": "linear", "no_relevance": "exclude"},
     # cornac.metrics.NDCG: gain 2^r - 1 on binary r, k = -1 ranks everything against every
     # positive; users without test positives are skipped.
     "cornac": {"gain": "exponential", "whole_list": "all_judged", **_BINARY_TOP_K},
@@ -82,6 +92,15 @@ PRESETS: Dict[str, Dict[str, Any]] = {
     # implicit.evaluation.ndcg_at_k: binary, ideal min(K, liked test items); users without test
     # items are skipped.
     "implicit": {"gain": "linear", **_BINARY_TOP_K},
+    # LightGBM's ndcg@k (src/metric/rank_metric.hpp, dcg_calculator.cpp): label_gain 2^i - 1, the
+    # ideal from the query's own labels, a query without a relevant document scores 1.
+    "lightgbm": {"gain": "exponential", "ideal": "candidates", "zero_idcg": "one"},
+    # XGBoost's ndcg@k (src/metric/rank_metric.cc): ndcg_exp_gain (2^rel - 1), the ideal from the
+    # group's labels, a group without a relevant document scores 1 (0 for ndcg@k-).
+    "xgboost": {"gain": "exponential", "ideal": "candidates", "zero_idcg": "one"},
+    # CatBoost's NDCG (catboost/libs/metrics/dcg.cpp): type=Base (the label), ties least relevant
+    # first (doc_comparator.h), the ideal from the query's own targets, an IDCG of 0 scores 1.
+    "catboost": {"gain": "linear", "ideal": "candidates", "zero_idcg": "one", "ties": "worst"},
 }
 
 

@@ -21,15 +21,16 @@ from ndcg_spark.errors import ConfigError
 GAINS = ("linear", "exponential")
 ZERO_IDCG_POLICIES = ("zero", "exclude", "one")
 NO_RECOMMENDATIONS_POLICIES = ("include", "exclude")
+NO_RELEVANCE_POLICIES = ("include", "exclude")
 DUPLICATE_RELEVANCE_POLICIES = ("error", "max")
 TIE_BREAKS = ("item_ascending", "item_descending")
-NEGATIVE_RELEVANCE_POLICIES = ("error", "clip")
-TIES = ("item", "average")
+NEGATIVE_RELEVANCE_POLICIES = ("error", "clip", "unjudged")
+TIES = ("item", "average", "worst")
 CONFIDENCE_INTERVALS = ("normal", "bootstrap")
 LAYOUTS = ("rows", "array")
 ARRAY_RANKINGS = ("score", "order")
 INVALID_ROWS_POLICIES = ("error", "quarantine")
-DISCOUNTS = ("log2", "lenskit")
+DISCOUNTS = ("log2", "lenskit", "position")
 IDEALS = ("relevance", "candidates", "k_relevant")
 POSITIONS = ("renumber", "as_given")
 WHOLE_LIST_MEANINGS = ("list_length", "all_judged")
@@ -68,8 +69,8 @@ class EvaluationOptions:
         ``rel`` or ``2^rel - 1``.
     user_col, item_col, score_col, rank_col, relevance_col : str
         Column names; ``rank_col`` (1 = first), when set, is used instead of the score.
-    tie_break, ties, zero_idcg, no_recommendations, duplicate_relevance, negative_relevance, \
-on_invalid_rows, cap_ideal_at_list_length
+    tie_break, ties, zero_idcg, no_recommendations, no_relevance, duplicate_relevance, \
+negative_relevance, on_invalid_rows, cap_ideal_at_list_length
         Conventions and policies (see each field's help and ``docs/conventions.md``).
     group_by : sequence of str
         Segment columns, of the recommendations or of a user attributes table.
@@ -130,8 +131,15 @@ on_invalid_rows, cap_ideal_at_list_length
     )
     no_recommendations: str = _opt(
         "include",
-        "Users with relevance rows but no recommendations: 'include' with DCG 0, or 'exclude'.",
+        "Users with relevance rows but no recommendations: 'include' with DCG 0, or 'exclude' "
+        "(trec_eval without -c; 'include' is trec_eval -c).",
         NO_RECOMMENDATIONS_POLICIES,
+    )
+    no_relevance: str = _opt(
+        "include",
+        "Users with recommendations but no relevance rows: 'include' (scored as any user with IDCG = 0, see "
+        "zero_idcg), or 'exclude' them (trec_eval, which skips topics of the run absent from the qrels).",
+        NO_RELEVANCE_POLICIES,
     )
     duplicate_relevance: str = _opt(
         "error",
@@ -140,7 +148,8 @@ on_invalid_rows, cap_ideal_at_list_length
     )
     negative_relevance: str = _opt(
         "error",
-        "Negative relevance: 'error' (trec_eval would silently treat it as unjudged), or 'clip' it to 0.",
+        "Negative relevance: 'error'; 'clip' it to 0; or 'unjudged': relevance 0 that gains does not map "
+        "(trec_eval reads a grade below 0 as not judged).",
         NEGATIVE_RELEVANCE_POLICIES,
     )
     on_invalid_rows: str = _opt(
@@ -155,7 +164,8 @@ on_invalid_rows, cap_ideal_at_list_length
     ties: str = _opt(
         "item",
         "Equal scores: 'item' orders them by the tie_break rule; 'average' gives each tied group the mean gain "
-        "of its positions (the expected DCG over all orderings, as scikit-learn's ndcg_score).",
+        "of its positions (the expected DCG over all orderings, as scikit-learn's ndcg_score); 'worst' orders each "
+        "tied group least relevant first (CatBoost).",
         TIES,
     )
     group_by: Tuple[str, ...] = _opt(
@@ -189,7 +199,8 @@ on_invalid_rows, cap_ideal_at_list_length
     )
     discount: str = _opt(
         "log2",
-        "Positional discount: 'log2' is 1/log(i+1), 'lenskit' is 1/log(max(i, 2)) (ranks 1 and 2 weigh the same).",
+        "Positional discount: 'log2' is 1/log(i+1), 'lenskit' is 1/log(max(i, 2)) (ranks 1 and 2 weigh the same), "
+        "'position' is 1/i (CatBoost's denominator=Position).",
         DISCOUNTS,
     )
     log_base: float = _opt(2.0, "Base of the discount's logarithm: changes DCG values, not NDCG (e.g. 10, or e).")
@@ -218,7 +229,8 @@ on_invalid_rows, cap_ideal_at_list_length
     convention: Optional[str] = _opt(
         None,
         "Preset of every convention switch from one library (spark, trec_eval, ir_measures, sklearn, torchmetrics, "
-        "ranx, recommenders, rectools, lenskit, replay, cornac, recbole, implicit); explicit options override it.",
+        "ranx, recommenders, rectools, lenskit, replay, cornac, recbole, implicit, lightgbm, xgboost, catboost); "
+        "explicit options override it.",
     )
 
     def __init__(self, **values: Any) -> None:

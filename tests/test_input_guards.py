@@ -232,6 +232,21 @@ def test_job_exits_3_with_one_line_when_the_sums_overflow(tmp_path, capsys, gain
     assert not (tmp_path / "out" / "summary.json").exists()
 
 
+def test_dcgs_that_add_up_past_the_largest_double_in_a_mean_stop_the_run(spark, tmp_path, capsys):
+    """Each user's DCG is a double, the sum the mean adds up is not: an input error, never inf in the summary."""
+    recs = spark.createDataFrame([(1, "a", 1.0), (2, "a", 1.0)], "user_id int, item_id string, score double")
+    rel = spark.createDataFrame([(1, "a", 1e308), (2, "a", 1e308)], "user_id int, item_id string, relevance double")
+    text = _error_text(evaluate(recs, rel, k=[1]).summary.collect)
+    assert "NDCG_INVALID_INPUT: relevance too large to add up: the mean DCG@1 overflows a double" in text
+    recs.write.parquet(str(tmp_path / "recs"))
+    rel.write.parquet(str(tmp_path / "rel"))
+    assert _job(str(tmp_path / "recs"), str(tmp_path / "rel"), tmp_path / "out", "--k", "1") == EXIT_INPUT
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "ndcg-spark: error: invalid input: relevance too large to add up: the mean DCG@1 overflows a double "
+        "(the DCGs of its users add up past 1.8e308)"
+    ]
+
+
 # ----------------------------------------------------------------------------- histogram
 
 

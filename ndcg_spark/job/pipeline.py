@@ -108,7 +108,8 @@ def _evaluate(spark, config: EvaluateConfig, stage: publish.Staging) -> Dict[str
         if config.output.report:
             bins = [r.asDict() for r in ndcg_histogram(result.per_user, opts.group_by).collect()]
             trend, key = trend_of(spark, config, metrics), part.key if part else "run_date"
-            page = render(metrics, bins, opts.group_by, notes=report_notes(config, opts), trend=trend, trend_key=key)
+            notes = report_notes(config, opts)
+            page = render(metrics, bins, opts.group_by, notes=notes, options=opts, trend=trend, trend_key=key)
             stage.file("report.html", page)
     finally:
         result.unpersist()
