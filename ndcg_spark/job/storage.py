@@ -69,8 +69,12 @@ def check_connect(spark, config) -> None:
 
 
 def write_table(df, path: str) -> None:
-    """Parquet at ``path``, a folder no earlier run wrote (a run's staging area)."""
-    df.write.mode("errorifexists").parquet(path)
+    """Parquet at ``path``, a folder no earlier run wrote (a run's staging area).
+
+    Spark's default save mode stops if the folder is there (Spark Connect does not take the
+    mode's name ``errorifexists``).
+    """
+    df.write.parquet(path)
 
 
 def strict_json(record: Any, **kwargs) -> str:
