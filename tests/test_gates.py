@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from ndcg_spark import compare_models, evaluate
-from ndcg_spark._report import render_comparison
+from ndcg_spark._report_compare import render_comparison
 from ndcg_spark.errors import ConfigError
 from ndcg_spark.job.gates import ChangeGate, margins_by_k, non_inferiority, parse_worse_gates, worse_failure
 from tests.helpers import frames, random_graded

@@ -352,7 +352,7 @@ def non_inferiority(
 
 
 def margins_by_k(gates: Sequence[ChangeGate]) -> Dict[Cutoff, List[float]]:
-    """{k: the gates' margins at k}, as :func:`ndcg_spark._report.render_comparison` draws them."""
+    """{k: the gates' margins at k}, as :func:`ndcg_spark._report_compare.render_comparison` draws them."""
     margins: Dict[Cutoff, List[float]] = {}
     for gate in gates:
         margins.setdefault(gate.k, []).append(gate.amount)

@@ -14,7 +14,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 from pyspark.sql import functions as F
 
 from ndcg_spark import _inputs
-from ndcg_spark._report import ndcg_histogram, render, render_comparison
+from ndcg_spark._report import ndcg_histogram, render
+from ndcg_spark._report_compare import render_comparison
 from ndcg_spark.compare import compare_models
 from ndcg_spark.errors import INPUT_ERROR_TAG, ConfigError, InputDataError, NdcgError
 from ndcg_spark.evaluation import evaluate

@@ -1,0 +1,107 @@
+"""compare's report page: the pairs' table and, per k, each pair's mean difference with its interval."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+from ndcg_spark._report import _e
+from ndcg_spark.options import k_label
+
+COMPARISON_COLUMNS = (
+    "k",
+    "pairs",
+    "mean_ndcg_baseline",
+    "mean_ndcg_candidate",
+    "mean_difference",
+    "difference_ci_low",
+    "difference_ci_high",
+    "p_value",
+    "p_value_adjusted",
+    "wins",
+    "ties",
+    "losses",
+)
+
+
+def render_comparison(
+    rows: List[Dict[str, Any]],
+    group_by: Sequence[str] = (),
+    title: str = "ndcg-spark comparison",
+    notes: Optional[Dict[str, Any]] = None,
+    margins: Optional[Mapping[Any, Sequence[float]]] = None,
+) -> str:
+    """The comparison page: the pairs' table (with the corrected p-values) and, per k, each
+    pair's mean difference with its 95% interval; ``margins`` ({k: [margin, ...]}, from the
+    non-inferiority gates) are drawn on their k's chart as dashed lines at -margin."""
+    columns = ["baseline_model", "candidate_model", *group_by, *COMPARISON_COLUMNS]
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{_e(title)}</title>",
+        "<style>body{font-family:sans-serif;margin:2em;color:#222}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f3f3f3}"
+        "svg{background:#fff;border:1px solid #ddd;margin:4px}</style>",
+        "</head><body>",
+        f"<h1>{_e(title)}</h1>",
+    ]
+    if notes:
+        parts.append("<p>" + " · ".join(f"{_e(k)}: {_e(v)}" for k, v in notes.items()) + "</p>")
+    head = "".join(f"<th>{_e(c)}</th>" for c in columns)
+    body = []
+    for row in rows:
+        cells = []
+        for c in columns:
+            v = row.get(c)
+            text = k_label(v) if c == "k" else (f"{v:.4g}" if isinstance(v, float) else ("-" if v is None else v))
+            cells.append(f"<td>{_e(text)}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    parts += ["<h2>Pairs</h2>", f'<table id="comparison"><tr>{head}</tr>' + "".join(body) + "</table>"]
+    parts.append("<h2>Mean difference (candidate − baseline) with its 95% interval</h2>")
+    for k in sorted({r["k"] for r in rows}, key=lambda k: (k is None, k or 0)):
+        at_k = [r for r in rows if r["k"] == k]
+        parts.append(difference_chart(at_k, group_by, k, sorted(set((margins or {}).get(k) or ()))))
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def difference_chart(
+    rows: List[Dict[str, Any]], group_by: Sequence[str], k: Any, margins: Sequence[float] = (), width: int = 620
+) -> str:
+    """One line per pair (and segment): the interval, the mean as a dot, a line at 0; each
+    non-inferiority margin as a dashed red line at -margin, on a scale that reaches it."""
+    shown = [r for r in rows if r.get("mean_difference") is not None]
+    left, right, top, line = 260, 20, 30, 22
+    height = top + line * max(len(shown), 1) + 20
+    ends = [[r[c] if r.get(c) is not None else r["mean_difference"] for c in ("difference_ci_low", "difference_ci_high")]
+            for r in shown]  # fmt: skip
+    span = max([abs(v) for pair in ends for v in pair] + [abs(m) for m in margins] + [1e-9])
+    w = width - left - right
+
+    def x_of(v: float) -> float:
+        return left + w * (v + span) / (2 * span)
+
+    svg = [f'<svg class="differences" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img">']
+    svg.append(f'<text x="8" y="18" font-size="13">NDCG@{_e(k_label(k))}</text>')
+    svg.append(f'<line x1="{x_of(0):.1f}" y1="{top - 6}" x2="{x_of(0):.1f}" y2="{height - 16}" stroke="#999"/>')
+    for m in margins:
+        svg.append(
+            f'<line class="margin" x1="{x_of(-m):.1f}" y1="{top - 6}" x2="{x_of(-m):.1f}" y2="{height - 16}" '
+            f'stroke="#d62728" stroke-dasharray="4 3"><title>non-inferiority margin -{m:g}</title></line>'
+            f'<text x="{x_of(-m):.1f}" y="{top - 10}" font-size="10" fill="#d62728" text-anchor="middle">-{m:g}</text>'
+        )
+    for v in (-span, span):
+        svg.append(f'<text x="{x_of(v):.1f}" y="{height - 4}" font-size="10" text-anchor="middle">{v:+.3g}</text>')
+    for i, (r, (low, high)) in enumerate(zip(shown, ends)):
+        y = top + line * i + line / 2
+        segment = ", ".join(f"{c}={r[c]}" for c in group_by)
+        label = f"{r['candidate_model']} vs {r['baseline_model']}" + (f" ({segment})" if segment else "")
+        p = r.get("p_value_adjusted")
+        tip = f"{label}: {r['mean_difference']:+.4f}" + (f", adjusted p = {p:.3g}" if p is not None else "")
+        svg.append(f'<text x="{left - 8}" y="{y + 4:.1f}" font-size="11" text-anchor="end">{_e(label)}</text>')
+        svg.append(f'<line x1="{x_of(low):.1f}" y1="{y:.1f}" x2="{x_of(high):.1f}" y2="{y:.1f}" stroke="#1f77b4"/>')
+        svg.append(
+            f'<circle class="pair" cx="{x_of(r["mean_difference"]):.1f}" cy="{y:.1f}" r="4" fill="#1f77b4">'
+            f"<title>{_e(tip)}</title></circle>"
+        )
+    svg.append("</svg>")
+    return "".join(svg)
