@@ -19,15 +19,6 @@ def ident(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def fails_if(condition: str, message: str) -> str:
-    """SQL filter condition that keeps every row and stops the run on a row where ``condition`` holds.
-
-    ``message`` is SQL text for the error (``raise_error``'s argument). As a filter the check
-    cannot be pruned with an unread column: a filter runs whatever the action reads.
-    """
-    return f"(CASE WHEN {condition} THEN raise_error({message}) END) IS NULL"
-
-
 def string_literal(text: str) -> str:
     """A SQL string literal for ``text``.
 

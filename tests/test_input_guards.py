@@ -15,9 +15,8 @@ from chispa import assert_df_equality
 
 from ndcg_spark import evaluate, read_table
 from ndcg_spark._report import ndcg_histogram
-from ndcg_spark.errors import EXIT_INPUT, EXIT_OK
+from ndcg_spark.errors import EXIT_INPUT, EXIT_OK, malformed_row
 from ndcg_spark.job import run
-from ndcg_spark.reading import malformed_row
 from tests.helpers import reference_ndcg
 
 # Two users, each with its one judged item ranked first: NDCG 1.0 for both.
