@@ -201,7 +201,7 @@ def _headers_checked(spark, source: str, df: DataFrame) -> DataFrame:
     with a name like Spark's ``_c<index>`` for an empty one has its first line read once more).
 
     A header with a repeated name cannot be stated as a schema (Spark renames the repeats): such
-    a table is read as before, unchecked.
+    a table is read as Spark reads it, unchecked.
     """
     columns = df.columns
     line = ""

@@ -1,5 +1,5 @@
-"""Inputs that used to give a wrong figure with no error: a CSV folder whose files disagree on the
-header, Parquet files that disagree on a column's type, relevance whose gains add up past the
+"""Inputs that would give a wrong figure if read as they come: a CSV folder whose files disagree on
+the header, Parquet files that disagree on a column's type, relevance whose gains add up past the
 largest double. Each stops the run with one line (exit 3 in the job); and a user whose NDCG is not
 a number is in no histogram bin."""
 
