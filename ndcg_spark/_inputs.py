@@ -21,8 +21,8 @@ from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ndcg_spark._sql import fails_if, ident, string_literal
-from ndcg_spark.errors import INPUT_ERROR_TAG, InputDataError
+from ndcg_spark._sql import ident, string_literal
+from ndcg_spark.errors import InputDataError, input_check
 from ndcg_spark.options import EvaluationOptions
 
 ITEM = "__ndcg_item"
@@ -238,12 +238,12 @@ def with_user_attributes(df: DataFrame, attributes: Optional[DataFrame], opts: E
     if not wanted:
         return df
     user = ident(opts.user_col)
-    message = string_literal(f"{INPUT_ERROR_TAG}: user attributes table has more than one row for {opts.user_col}=")
+    message = string_literal(f"user attributes table has more than one row for {opts.user_col}=")
     # One row per user, checked: a repeated user would repeat that user's figures in the join.
     attrs = (
         attributes.groupBy(F.col(user).alias(opts.user_col))
         .agg(F.count(F.lit(1)).alias("__ndcg_attribute_rows"), *[F.first(F.col(ident(c))).alias(c) for c in wanted])
-        .filter(fails_if("__ndcg_attribute_rows > 1", f"concat({message}, CAST({user} AS STRING))"))
+        .filter(input_check("__ndcg_attribute_rows > 1", f"concat({message}, CAST({user} AS STRING))"))
         .drop("__ndcg_attribute_rows")
         .withColumn(HAS_ATTRIBUTES, F.lit(True))
     )

@@ -23,8 +23,8 @@ from typing import List, Optional, Sequence, Tuple
 
 from pyspark.sql import DataFrame
 
-from ndcg_spark._sql import fails_if, ident, string_literal
-from ndcg_spark.errors import INPUT_ERROR_TAG
+from ndcg_spark._sql import ident, string_literal
+from ndcg_spark.errors import input_check
 from ndcg_spark.options import EvaluationOptions, k_label
 
 #: Relevance at or above this overflows 2^rel - 1 in a double.
@@ -186,7 +186,7 @@ def guard_rows(df: DataFrame, table: str, opts: EvaluationOptions) -> DataFrame:
     The group rules are left to :func:`guard_lists` on the per-user lists.
     """
     whens = [
-        f"WHEN {rule.sql} THEN {string_literal(f'{INPUT_ERROR_TAG}: {rule.message()}, e.g. ')}"
+        f"WHEN {rule.sql} THEN {string_literal(f'{rule.message()}, e.g. ')}"
         for rule in rules_for(table, opts, df.columns)
         if not rule.by_group
     ]
@@ -194,7 +194,7 @@ def guard_rows(df: DataFrame, table: str, opts: EvaluationOptions) -> DataFrame:
         return df
     # The first problem of the row, as the start of its message; one raise_error for them all.
     problem = f"(CASE {' '.join(whens)} END)"
-    return df.filter(fails_if(f"{problem} IS NOT NULL", f"concat({problem}, {key_text(opts)})"))
+    return df.filter(input_check(f"{problem} IS NOT NULL", f"concat({problem}, {key_text(opts)})"))
 
 
 def guard_lists(lists: DataFrame, rule_name: str, violated: str, opts: EvaluationOptions) -> DataFrame:
@@ -203,8 +203,8 @@ def guard_lists(lists: DataFrame, rule_name: str, violated: str, opts: Evaluatio
     The message is the rule's own (as :func:`ndcg_spark.validate` gives it), with the user.
     """
     rule = _rank_tie(opts, []) if rule_name == RANK_TIE else _repeated_judgement(opts)
-    message = string_literal(f"{INPUT_ERROR_TAG}: {rule.message()}, e.g. {opts.user_col}=")
-    return lists.filter(fails_if(violated, f"concat({message}, CAST({ident(opts.user_col)} AS STRING))"))
+    message = string_literal(f"{rule.message()}, e.g. {opts.user_col}=")
+    return lists.filter(input_check(violated, f"concat({message}, CAST({ident(opts.user_col)} AS STRING))"))
 
 
 def guard_sums(per_list: DataFrame, sums: Sequence[Tuple[str, str, Optional[int]]], keys: Sequence[str]) -> DataFrame:
@@ -223,10 +223,10 @@ def guard_sums(per_list: DataFrame, sums: Sequence[Tuple[str, str, Optional[int]
         f"{string_literal(key + '=')}, coalesce(CAST({ident(key)} AS STRING), 'null')" for key in keys
     )
     message = (
-        f"concat({string_literal(f'{INPUT_ERROR_TAG}: relevance too large to add up: the ')}, {problem}, "
+        f"concat({string_literal('relevance too large to add up: the ')}, {problem}, "
         f"' of ', {named}, {string_literal(' overflows a double (its gains add up past 1.8e308)')})"
     )
-    return per_list.filter(fails_if(f"{problem} IS NOT NULL", message))
+    return per_list.filter(input_check(f"{problem} IS NOT NULL", message))
 
 
 def split_rows(df: DataFrame, table: str, opts: EvaluationOptions) -> Tuple[DataFrame, DataFrame]:

@@ -14,8 +14,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ndcg_spark import _inputs, _judged, _ranking
-from ndcg_spark._sql import fails_if, ident, string_literal
-from ndcg_spark.errors import INPUT_ERROR_TAG
+from ndcg_spark._sql import ident, string_literal
+from ndcg_spark.errors import input_check
 from ndcg_spark.options import EvaluationOptions
 
 EXCLUDED = "__ndcg_excluded"
@@ -101,10 +101,10 @@ def summarize(scored: DataFrame, opts: EvaluationOptions) -> DataFrame:
     # Each user's DCG is finite (the lists' sums are guarded), but a mean adds them up first.
     overflow = "isnan(mean_dcg) OR abs(mean_dcg) = CAST('Infinity' AS DOUBLE)"
     message = (
-        f"concat({string_literal(f'{INPUT_ERROR_TAG}: relevance too large to add up: the mean DCG@')}, "
+        f"concat({string_literal('relevance too large to add up: the mean DCG@')}, "
         "coalesce(CAST(k AS STRING), 'all'), ' overflows a double (the DCGs of its users add up past 1.8e308)')"
     )
-    summary = summary.filter(fails_if(overflow, message))
+    summary = summary.filter(input_check(overflow, message))
     ordered = [F.col(c).asc_nulls_last() for c in keys]
     # A handful of rows: one partition sorted in place, where orderBy would sample the input in a job of its own.
     return summary.selectExpr(*columns).coalesce(1).sortWithinPartitions(*ordered)

@@ -22,8 +22,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ndcg_spark._sql import fails_if, ident, string_literal
-from ndcg_spark.errors import INPUT_ERROR_TAG, ConfigError, InputDataError
+from ndcg_spark._sql import ident, string_literal
+from ndcg_spark.errors import QUOTED, ConfigError, InputDataError, first_line, input_check
 from ndcg_spark.options import EvaluationOptions
 
 FORMATS = ("parquet", "csv", "json", "orc", "trec")
@@ -34,8 +34,6 @@ TREC_RUN = (("user_col", "qid", "string"), (None, "q0", "string"), ("item_col", 
 TREC_QRELS = (("user_col", "qid", "string"), (None, "iteration", "string"), ("item_col", "docno", "string"),
               ("relevance_col", "rel", "double"))  # fmt: skip
 TREC_TYPES = {"int": T.IntegerType(), "double": T.DoubleType()}
-#: Longest value quoted in an error message.
-QUOTED = 60
 
 
 def read_table(
@@ -170,11 +168,11 @@ def cast_columns(df: DataFrame, types: Dict[str, T.DataType], label: str, requir
         col = ident(name)
         kind = "an integer" if isinstance(t, T.IntegralType) else "a number" if isinstance(t, T.NumericType) else ""
         kind = kind or "a " + t.simpleString()
-        before = string_literal(f"{INPUT_ERROR_TAG}: {label} column {name!r} holds '")
+        before = string_literal(f"{label} column {name!r} holds '")
         after = string_literal("', which is not " + kind)
         message = f"concat({before}, left(CAST({col} AS STRING), {QUOTED}), {after})"
         failed = f"{col} IS NOT NULL AND try_cast({col} AS {t.simpleString()}) IS NULL"
-        checked = checked.filter(F.expr(fails_if(failed, message)))
+        checked = checked.filter(F.expr(input_check(failed, message)))
     return checked.select(
         *(F.col(ident(c)).cast(todo[c]).alias(c) if c in todo else F.col(ident(c)) for c in df.columns)
     )
@@ -198,12 +196,12 @@ def _headers_checked(spark, source: str, df: DataFrame) -> DataFrame:
     a file whose header lists the columns in another order would have its values under the wrong
     names, and a file without a header would lose its first row as one. With the names as the
     schema and ``enforceSchema`` off, Spark compares each file's header with them (case aside)
-    and stops at the first file that differs, naming it (:func:`malformed_row` words it). It
+    and stops at the first file that differs, naming it (:func:`ndcg_spark.errors.as_error` words it). It
     costs no pass: the header is the first line each file's reader meets anyway (only a header
     with a name like Spark's ``_c<index>`` for an empty one has its first line read once more).
 
     A header with a repeated name cannot be stated as a schema (Spark renames the repeats): such
-    a table is read as before, unchecked.
+    a table is read as Spark reads it, unchecked.
     """
     columns = df.columns
     line = ""
@@ -241,11 +239,9 @@ def _read_trec(spark, source: str, layout, opts: EvaluationOptions, label: str) 
             f"{label} {source!r} has {n} column{'s' if n > 1 else ''} where {kind} has {len(layout)} "
             f"({header}): {' '.join(first.fields)[:QUOTED]!r}"
         )
-    shape = string_literal(
-        f"{INPUT_ERROR_TAG}: {label} {source!r} has a line without the {len(layout)} columns of {kind} ({header}): "
-    )
+    shape = string_literal(f"{label} {source!r} has a line without the {len(layout)} columns of {kind} ({header}): ")
     checked = lines.filter(
-        F.expr(fails_if(f"size(fields) <> {len(layout)}", f"concat({shape}, left(value, {QUOTED}))"))
+        F.expr(input_check(f"size(fields) <> {len(layout)}", f"concat({shape}, left(value, {QUOTED}))"))
     )
     fields = checked.selectExpr(*(f"fields[{i}] AS {ident(name)}" for i, name in enumerate(names)))
     return cast_columns(fields, {n: TREC_TYPES[t] for n, (_, _, t) in zip(names, layout) if t in TREC_TYPES}, label)
@@ -276,73 +272,3 @@ def read_failure(exc: BaseException, format: str) -> str:
                 detail=detail.group(1).strip().rstrip(":") if detail else "a line does not parse",
             )
     return first_line(exc)
-
-
-def malformed_row(text: str) -> Optional[str]:
-    """A one-line message for an input file that Spark refused while computing, from its error text.
-
-    A CSV row whose fields do not match the header, a CSV file whose header is not the table's
-    (:func:`_headers_checked`), or a Parquet file that stores a column with another type than the
-    table's schema. None for any other error.
-    """
-    file = re.search(r"(?:while reading file|in file|CSV file:) (\S+?)\.?(?:\s|$)", text)
-    record = re.search(r"Malformed CSV record: (.*?)(?: SQLSTATE|\n|$)", text)
-    if record:
-        where = f"{file.group(1)} has" if file else "a CSV file has"
-        return f"{where} a row whose fields do not match its header: {record.group(1)[:QUOTED]!r}"
-    where = file.group(1) if file else "a file"
-    header = re.search(r"CSV header does not conform to the schema\.\s+Header: (.*)\n\s*Schema: (.*)\n", text)
-    if header:
-        return (
-            f"{where} has the header {header.group(1)[: 2 * QUOTED]!r} where the table's columns are "
-            f"{header.group(2)[: 2 * QUOTED]!r}: every CSV file of a table must begin with the same header, "
-            "in the same order"
-        )
-    count = re.search(r"Number of column in CSV header is not equal.*\s+Header length: (\d+), schema size: (\d+)", text)
-    if count:
-        return (
-            f"{where} has a header of {count.group(1)} columns where the table has {count.group(2)}: "
-            "every CSV file of a table must begin with the same header, in the same order"
-        )
-    parquet = re.search(
-        r"Parquet column \[(.*?)\]\. Expected Spark type (.+?), actual Parquet type (\w+)"
-        r"|Column: \[(.*?)\], Expected: (.+?), Found: (\w+)",
-        text,
-    )
-    if parquet:
-        column, expected, found = (g for g in parquet.groups() if g is not None)
-        return (
-            f"{where} stores column {column!r} as {found} where the table's schema has {expected}: "
-            "the files of one table must store each column with one type"
-        )
-    return None
-
-
-def first_line(exc: BaseException) -> str:
-    """The first informative line of an exception: no py4j call id, no Java class, no SQLSTATE.
-
-    A raw Py4J error (a Spark job that failed in classic mode, e.g. reading a file of another
-    format) is read at its first cause that carries a Spark error condition: the message that
-    Spark Connect reports for the same failure.
-    """
-    text = _spark_condition_message(getattr(exc, "java_exception", None)) or str(exc)
-    for line in text.strip().splitlines():
-        line = line.strip().lstrip(": ").strip()
-        if not line or line.startswith("An error occurred while calling"):
-            continue
-        line = re.sub(r"^(?:[a-z]+\.)+[A-Za-z]+(?:Exception|Error): ", "", line)
-        return line.split(" SQLSTATE:")[0].strip()
-    return type(exc).__name__
-
-
-def _spark_condition_message(java_exception) -> Optional[str]:
-    """The message of the first exception in a Java cause chain with a Spark error condition."""
-    seen = 0
-    while java_exception is not None and seen < 20:
-        try:
-            if java_exception.getCondition() is not None:
-                return str(java_exception.getMessage())
-        except Exception:  # noqa: BLE001 - not a SparkThrowable
-            pass
-        java_exception, seen = java_exception.getCause(), seen + 1
-    return None

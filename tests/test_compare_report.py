@@ -169,6 +169,22 @@ def test_two_models_give_the_figures_of_compare(three_models):
     ] == single
     # One pair per family: nothing to correct.
     assert [r["p_value_adjusted"] for r in many] == [r["p_value"] for r in single]
+    # The figures themselves, from each model's own evaluation and scipy.
+    prod, v3 = (per_user_ndcg(models[name], rel, [5, None]) for name in ("prod", "v3"))
+    assert [r["k"] for r in many] == [5, None]
+    for r in many:
+        users = sorted(prod[r["k"]])
+        a = np.array([prod[r["k"]][u] for u in users])
+        b = np.array([v3[r["k"]][u] for u in users])
+        diffs = b - a
+        assert (r["baseline_model"], r["candidate_model"], r["pairs"]) == ("prod", "v3", len(users))
+        assert (r["mean_ndcg_baseline"], r["mean_ndcg_candidate"], r["mean_difference"]) == pytest.approx(
+            (a.mean(), b.mean(), diffs.mean()), abs=1e-12
+        )
+        assert r["p_value"] == pytest.approx(stats.ttest_rel(b, a).pvalue, abs=1e-9)
+        low, high = stats.t.interval(0.95, len(diffs) - 1, loc=diffs.mean(), scale=stats.sem(diffs))
+        assert (r["difference_ci_low"], r["difference_ci_high"]) == pytest.approx((low, high), abs=1e-9)
+        assert (r["wins"], r["ties"], r["losses"]) == ((diffs > 0).sum(), (diffs == 0).sum(), (diffs < 0).sum())
 
 
 @pytest.mark.parametrize("method", ["holm", "bonferroni"])

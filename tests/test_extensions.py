@@ -1,4 +1,4 @@
-"""Segments, confidence intervals, companion metrics, tie averaging and ALS output (issue 6)."""
+"""Segments, confidence intervals, companion metrics, tie averaging and ALS output."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Inputs that used to give a wrong figure with no error: a CSV folder whose files disagree on the
-header, Parquet files that disagree on a column's type, relevance whose gains add up past the
+"""Inputs that would give a wrong figure if read as they come: a CSV folder whose files disagree on
+the header, Parquet files that disagree on a column's type, relevance whose gains add up past the
 largest double. Each stops the run with one line (exit 3 in the job); and a user whose NDCG is not
 a number is in no histogram bin."""
 
@@ -15,9 +15,8 @@ from chispa import assert_df_equality
 
 from ndcg_spark import evaluate, read_table
 from ndcg_spark._report import ndcg_histogram
-from ndcg_spark.errors import EXIT_INPUT, EXIT_OK
+from ndcg_spark.errors import EXIT_INPUT, EXIT_OK, malformed_row
 from ndcg_spark.job import run
-from ndcg_spark.reading import malformed_row
 from tests.helpers import reference_ndcg
 
 # Two users, each with its one judged item ranked first: NDCG 1.0 for both.

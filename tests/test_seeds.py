@@ -1,4 +1,5 @@
-"""Every worked example of the seed documents (../shared/seeds), reproduced by the library."""
+"""Worked examples with published figures (IDCG, DCG, NDCG of small graded lists, a binary NDCG over
+playlists), each reproduced by the library."""
 
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ def test_seed_004_idcg_of_whole_ground_truth(spark, seed_cases):
 
 
 def test_seed_004_calc_ndcg_caps_ideal_at_list_length(spark, seed_cases):
-    """Seed 004's calc_ndcg cuts k at the list length; cap_ideal_at_list_length reproduces it."""
+    """An NDCG that cuts k at the list length (``calc_ndcg``): cap_ideal_at_list_length reproduces it."""
     capped = evaluate(*seed_cases, k=[5], cap_ideal_at_list_length=True).per_user.orderBy("user_id").collect()
     assert capped[0].ndcg == pytest.approx(0.6048882832133625, abs=1e-15)
     assert (capped[0].ndcg + capped[1].ndcg) / 2 == pytest.approx(0.7356022113638424, abs=1e-15)
@@ -86,7 +87,7 @@ def test_seed_002_five_items(spark):
 
 
 def test_seed_001_playlist_ndcg_at_100(spark):
-    """Seed 001's binary NDCG (natural log, ideal cut at min(len(gt), 100)) on random playlists."""
+    """A binary NDCG (natural log, ideal cut at min(len(gt), 100)) on random playlists."""
 
     def seed_001_ndcg(one_gt, one_rec):
         dcg = 0.0

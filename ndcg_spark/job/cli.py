@@ -14,12 +14,11 @@ import traceback
 import warnings
 from typing import Optional, Sequence, Tuple
 
-from ndcg_spark.errors import EXIT_FAILURE, EXIT_OK, INPUT_ERROR_TAG, InputDataError, NdcgError, QualityGateFailed
+from ndcg_spark.errors import EXIT_FAILURE, EXIT_OK, QualityGateFailed, as_error
 from ndcg_spark.job import console, history, pipeline
 from ndcg_spark.job.config import parse_config
 from ndcg_spark.job.history import HistoryConfig
 from ndcg_spark.job.storage import strict_json
-from ndcg_spark.reading import first_line, malformed_row
 
 
 def run(argv: Optional[Sequence[str]] = None) -> int:
@@ -93,17 +92,9 @@ def track(spark, config, manifest, failed: Optional[str]) -> Tuple[Optional[str]
 
 
 def classify_error(exc: BaseException) -> Tuple[int, str]:
-    """Exit code and one-line message for any exception the job can meet."""
-    if isinstance(exc, NdcgError):
-        return exc.exit_code, str(exc).splitlines()[0]
-    text = str(exc)
-    if INPUT_ERROR_TAG in text:
-        tail = text[text.index(INPUT_ERROR_TAG) + len(INPUT_ERROR_TAG) :].lstrip(": ")
-        return InputDataError.exit_code, "invalid input: " + tail.splitlines()[0].split(" SQLSTATE:")[0]
-    malformed = malformed_row(text)
-    if malformed:
-        return InputDataError.exit_code, "invalid input: " + malformed
-    return EXIT_FAILURE, f"{type(exc).__name__}: {first_line(exc)}"
+    """Exit code and one-line message for any exception the job can meet (:func:`~ndcg_spark.errors.as_error`)."""
+    error = as_error(exc)
+    return error.exit_code, str(error).splitlines()[0]
 
 
 def shown_path(path: str) -> str:

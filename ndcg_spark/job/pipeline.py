@@ -17,7 +17,7 @@ from ndcg_spark import _inputs
 from ndcg_spark._report import ndcg_histogram, render
 from ndcg_spark._report_compare import render_comparison
 from ndcg_spark.compare import compare_models
-from ndcg_spark.errors import INPUT_ERROR_TAG, ConfigError, InputDataError, NdcgError
+from ndcg_spark.errors import ConfigError, InputDataError, NdcgError, RowCheckFailed, as_error
 from ndcg_spark.evaluation import evaluate
 from ndcg_spark.job import history, publish, regression, storage, tracking
 from ndcg_spark.job.config import CompareConfig, EvaluateConfig
@@ -260,7 +260,7 @@ def explain_input_errors(
     except NdcgError:
         raise
     except Exception as exc:
-        if INPUT_ERROR_TAG in str(exc):
+        if isinstance(as_error(exc), RowCheckFailed):
             for recs in recommendations:
                 validate(recs, relevance, opts)
         raise
