@@ -73,19 +73,7 @@ def render(
     (rows of :func:`trend_chart`, tonight's run among them), also the chart of mean NDCG@k
     across runs.
     """
-    parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>{_e(title)}</title>",
-        "<style>body{font-family:sans-serif;margin:2em;color:#222}table{border-collapse:collapse}"
-        "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f3f3f3}"
-        "svg{background:#fff;border:1px solid #ddd;margin:4px}.small{display:inline-block}"
-        "#settings td{text-align:left}tr.changed td{font-weight:bold}</style>",
-        "</head><body>",
-        f"<h1>{_e(title)}</h1>",
-    ]
-    if notes:
-        parts.append("<p>" + " · ".join(f"{_e(k)}: {_e(v)}" for k, v in notes.items()) + "</p>")
+    parts = page_head(title, notes, "#settings td{text-align:left}tr.changed td{font-weight:bold}")
     if options is not None:
         parts += ["<h2>Convention</h2>", settings_table(options)]
     parts += ["<h2>Summary</h2>", _table(metrics, group_by)]
@@ -95,6 +83,23 @@ def render(
     parts += ["<h2>Per-user NDCG</h2>", *histograms(histogram, group_by)]
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def page_head(title: str, notes: Optional[Dict[str, Any]] = None, style: str = "") -> List[str]:
+    """The start of a report page: the head with its style, the title, and the line of ``notes``."""
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{_e(title)}</title>",
+        "<style>body{font-family:sans-serif;margin:2em;color:#222}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f3f3f3}"
+        "svg{background:#fff;border:1px solid #ddd;margin:4px}.small{display:inline-block}" + style + "</style>",
+        "</head><body>",
+        f"<h1>{_e(title)}</h1>",
+    ]
+    if notes:
+        parts.append("<p>" + " · ".join(f"{_e(k)}: {_e(v)}" for k, v in notes.items()) + "</p>")
+    return parts
 
 
 def settings_table(options: EvaluationOptions) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from ndcg_spark._report import _e
+from ndcg_spark._report import _e, page_head
 from ndcg_spark.options import k_label
 
 COMPARISON_COLUMNS = (
@@ -34,18 +34,7 @@ def render_comparison(
     pair's mean difference with its 95% interval; ``margins`` ({k: [margin, ...]}, from the
     non-inferiority gates) are drawn on their k's chart as dashed lines at -margin."""
     columns = ["baseline_model", "candidate_model", *group_by, *COMPARISON_COLUMNS]
-    parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>{_e(title)}</title>",
-        "<style>body{font-family:sans-serif;margin:2em;color:#222}table{border-collapse:collapse}"
-        "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f3f3f3}"
-        "svg{background:#fff;border:1px solid #ddd;margin:4px}</style>",
-        "</head><body>",
-        f"<h1>{_e(title)}</h1>",
-    ]
-    if notes:
-        parts.append("<p>" + " · ".join(f"{_e(k)}: {_e(v)}" for k, v in notes.items()) + "</p>")
+    parts = page_head(title, notes)
     head = "".join(f"<th>{_e(c)}</th>" for c in columns)
     body = []
     for row in rows:

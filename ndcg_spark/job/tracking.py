@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from ndcg_spark._report_compare import COMPARISON_COLUMNS
 from ndcg_spark.errors import ConfigError
 from ndcg_spark.options import k_label
 
@@ -39,20 +40,8 @@ SUMMARY_METRICS = (
     "hit_rate",
 )
 
-#: Figures of a comparison row logged as metrics.
-COMPARISON_METRICS = (
-    "pairs",
-    "mean_ndcg_baseline",
-    "mean_ndcg_candidate",
-    "mean_difference",
-    "difference_ci_low",
-    "difference_ci_high",
-    "p_value",
-    "p_value_adjusted",
-    "wins",
-    "ties",
-    "losses",
-)
+#: Figures of a comparison row logged as metrics: the columns of compare's report after k.
+COMPARISON_METRICS = COMPARISON_COLUMNS[1:]
 
 #: MLflow's longest parameter value on every store version (newer ones take 6000).
 PARAM_LENGTH = 500
