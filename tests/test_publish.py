@@ -110,9 +110,11 @@ def check_invariant(spark, out: Path, place: str = PLACE):
 
 
 def start_job(argv, env_extra=None, cwd=None):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env_extra or {})}
+    # A JVM that starts cheaply (client compiler only, serial GC): several run at once on 2 cores.
+    jvm = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "JAVA_TOOL_OPTIONS": jvm, **(env_extra or {})}
     return subprocess.Popen(
-        [sys.executable, "-m", "ndcg_spark", *argv],
+        [sys.executable, "-m", "ndcg_spark", "--master", "local[1]", *argv],
         env=env,
         cwd=cwd,
         stdout=subprocess.PIPE,
@@ -139,13 +141,12 @@ def wait_for(condition, proc, what):
     pytest.fail(f"timed out waiting for {what}")
 
 
-#: Where a kill lands, and what a reader must see after it: the previous result, or no marker.
+#: Where a kill lands, and what a reader must see after it: the previous result, no marker, or
+#: the new result. (A kill with the result staged, before its publish, is in the overlap test.)
 KILLS = {
-    "writing per_user": None,
-    "staged": "previous",
+    "writing per_user": "previous",
     "marker_removed": "none",
     "moved:per_user": "none",
-    "removed:summary": "none",
     "moved:report.html": "none",
     "published": "new",
 }
@@ -170,7 +171,7 @@ def test_a_kill_at_any_step_leaves_the_previous_result_or_no_marker(spark, input
         kill_group(proc)
     for step, (out, _, _) in procs.items():
         after = check_invariant(spark, out)
-        expected = KILLS[step] or "previous"
+        expected = KILLS[step]
         if expected == "previous":
             assert after == before, step
         elif expected == "none":
