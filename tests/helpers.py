@@ -107,3 +107,37 @@ def trec_ndcg_expected(path):
         elif parts and parts[0].startswith("ndcg_cut_"):
             expected[(parts[1], int(parts[0].rsplit("_", 1)[1]))] = float(parts[2])
     return expected
+
+
+def texts_outside_svgs(page: str, folder, count: str):
+    """Render ``page`` in headless Chromium: (the texts drawn outside their SVG's width, the
+    number of elements matching the CSS selector ``count``)."""
+    import html
+    import json
+    import re
+    import subprocess
+
+    probe = """<script>
+    const out = [];
+    for (const svg of document.querySelectorAll("svg")) {
+      const width = svg.width.baseVal.value;
+      for (const t of svg.querySelectorAll("text")) {
+        const b = t.getBBox();
+        if (b.x < -0.5 || b.x + b.width > width + 0.5) out.push(t.textContent);
+      }
+    }
+    document.body.setAttribute("data-overflow", JSON.stringify(out));
+    document.body.setAttribute("data-count", document.querySelectorAll(SELECTOR).length);
+    </script></body>""".replace("SELECTOR", json.dumps(count))
+    path = folder / "probe.html"
+    path.write_text(page.replace("</body>", probe))
+    dom = subprocess.run(
+        ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync",
+         "--disable-background-networking", "--disable-component-update", f"--user-data-dir={folder / 'c'}",
+         "--dump-dom", path.as_uri()],
+        capture_output=True, text=True, timeout=120,
+    ).stdout  # fmt: skip
+    overflow = re.search(r'data-overflow="([^"]*)"', dom)
+    counted = re.search(r'data-count="([0-9]+)"', dom)
+    assert overflow and counted, dom[:2000]
+    return json.loads(html.unescape(overflow.group(1))), int(counted.group(1))

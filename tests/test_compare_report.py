@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import functools
-import html
 import json
-import re
 import shutil
 import subprocess
 
@@ -20,7 +18,7 @@ from ndcg_spark._stats import adjust_p_values
 from ndcg_spark.compare import compare
 from ndcg_spark.errors import EXIT_OK, ConfigError, InputDataError
 from ndcg_spark.job import run
-from tests.helpers import frames, random_graded
+from tests.helpers import frames, random_graded, texts_outside_svgs
 
 
 @pytest.fixture(scope="module")
@@ -342,27 +340,7 @@ def test_report_labels_of_long_segment_names_stay_inside_their_charts(tmp_path):
     ]
     bins = [{"model": m["model"], "country": m["country"], "k": m["k"], "bin": 3, "users": 3} for m in metrics]
     page = render(metrics, bins, ["model", "country"])
-    probe = """<script>
-    const out = [];
-    for (const svg of document.querySelectorAll("svg")) {
-      const width = svg.width.baseVal.value;
-      for (const t of svg.querySelectorAll("text")) {
-        const b = t.getBBox();
-        if (b.x < -0.5 || b.x + b.width > width + 0.5) out.push(t.textContent);
-      }
-    }
-    document.body.setAttribute("data-overflow", JSON.stringify(out));
-    document.body.setAttribute("data-legend", document.querySelectorAll("text.legend").length);
-    </script></body>"""
-    (tmp_path / "probe.html").write_text(page.replace("</body>", probe))
-    dom = subprocess.run(
-        ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync",
-         "--disable-background-networking", "--disable-component-update", f"--user-data-dir={tmp_path / 'c'}",
-         "--dump-dom", (tmp_path / "probe.html").as_uri()],
-        capture_output=True, text=True, timeout=120,
-    ).stdout  # fmt: skip
-    assert 'data-legend="6"' in dom, dom[:2000]
-    overflow = json.loads(html.unescape(re.search(r'data-overflow="([^"]*)"', dom).group(1)))
-    assert overflow == []
+    overflow, legend = texts_outside_svgs(page, tmp_path, "text.legend")
+    assert legend == 6 and overflow == []
     # A name cut to fit is whole in its tooltip.
     assert f"<title>model={models[1]}, country=kr</title>" in page

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -17,7 +16,7 @@ from ndcg_spark._report import trend_chart
 from ndcg_spark.errors import ConfigError
 from ndcg_spark.job import history, regression, storage
 from ndcg_spark.job.gates import ChangeGate
-from tests.helpers import frames, random_graded
+from tests.helpers import frames, random_graded, texts_outside_svgs
 
 NIGHTS = ("2026-11-20", "2026-11-21", "2026-11-22")
 SVG = "{http://www.w3.org/2000/svg}"
@@ -295,27 +294,8 @@ def test_trend_chart_renders_in_headless_chromium_with_its_labels_inside(spark, 
     many = [(f"2026-12-{d:02d}", manifest) for d in range(1, 15) for _, manifest in runs[:1]]
     rows = [dict(r, segment=r["segment"] * 40) for r in history.trend_rows(many, last=14)]
     page = "<!DOCTYPE html><html><body>" + trend_chart(rows, ["segment"]) + "</body></html>"
-    probe = """<script>
-    const out = [];
-    for (const svg of document.querySelectorAll("svg")) {
-      const width = svg.width.baseVal.value;
-      for (const t of svg.querySelectorAll("text")) {
-        const b = t.getBBox();
-        if (b.x < -0.5 || b.x + b.width > width + 0.5) out.push(t.textContent);
-      }
-    }
-    document.body.setAttribute("data-overflow", JSON.stringify(out));
-    document.body.setAttribute("data-lines", document.querySelectorAll("polyline.trend").length);
-    </script></body>"""
-    (tmp_path / "trend.html").write_text(page.replace("</body>", probe))
-    dom = subprocess.run(
-        ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync",
-         "--disable-background-networking", "--disable-component-update", f"--user-data-dir={tmp_path / 'c'}",
-         "--dump-dom", (tmp_path / "trend.html").as_uri()],
-        capture_output=True, text=True, timeout=120,
-    ).stdout  # fmt: skip
-    assert 'data-lines="4"' in dom, dom[:2000]
-    assert 'data-overflow="[]"' in dom
+    overflow, lines = texts_outside_svgs(page, tmp_path, "polyline.trend")
+    assert lines == 4 and overflow == []
 
 
 def test_the_gate_can_compare_with_the_last_run_that_passed(spark, tmp_path):
