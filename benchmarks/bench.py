@@ -74,64 +74,81 @@ TARGETS = {
 class Layout:
     """How ``total = users * avg_len`` rows (generation ids 0..total-1) are spread over users.
 
-    The first ``heavy_users`` users hold ``heavy_len`` rows each; the remaining rows are spread as
-    evenly as possible over the other users (``q + 1`` rows for the first ``r`` of them, ``q`` for
-    the rest), so the total stays exactly ``users * avg_len`` with or without skew.
+    With ``giant_len``, user 0 holds that many rows; then ``heavy_users`` users hold ``heavy_len``
+    rows each; the remaining rows are spread as evenly as possible over the other users (``q + 1``
+    rows for the first ``r`` of them, ``q`` for the rest), so the total stays exactly
+    ``users * avg_len`` with or without skew.
     """
 
     users: int
     avg_len: int
     heavy_users: int = 0
     heavy_len: int = 0
+    giant_len: int = 0
 
     @property
     def total(self) -> int:
         return self.users * self.avg_len
 
     @property
+    def giants(self) -> int:
+        return 1 if self.giant_len else 0
+
+    @property
     def heavy_rows(self) -> int:
-        return self.heavy_users * self.heavy_len
+        """Rows of the giant and the heavy users together."""
+        return self.giant_len + self.heavy_users * self.heavy_len
+
+    @property
+    def light_users(self) -> int:
+        return self.users - self.giants - self.heavy_users
 
     @property
     def q(self) -> int:
-        return (self.total - self.heavy_rows) // (self.users - self.heavy_users)
+        return (self.total - self.heavy_rows) // self.light_users
 
     @property
     def r(self) -> int:
-        return (self.total - self.heavy_rows) % (self.users - self.heavy_users)
+        return (self.total - self.heavy_rows) % self.light_users
 
     @property
     def max_len(self) -> int:
-        return max(self.heavy_len if self.heavy_users else 0, self.q + (1 if self.r else 0))
+        return max(self.giant_len, self.heavy_len if self.heavy_users else 0, self.q + (1 if self.r else 0))
 
     def check(self) -> None:
-        if self.users <= self.heavy_users or self.q < 1:
+        if self.light_users < 1 or self.total <= self.heavy_rows or self.q < 1:
             raise SystemExit(f"layout {self} leaves the light users without rows; lower the skew")
 
     def user_and_index(self, idx: str = "id") -> tuple:
         """SQL expressions for (user, index within the user's list) of generation id ``idx``."""
-        h, big, q, r = self.heavy_users, self.heavy_len, self.q, self.r
+        g, h, big, q, r = self.giants, self.heavy_users, self.heavy_len, self.q, self.r
+        heavy = f"({idx} - {self.giant_len})"
         rest = f"({idx} - {self.heavy_rows})"
         split = r * (q + 1)
         user_cases, pos_cases = [], []
+        if g:
+            user_cases.append(f"WHEN {idx} < {self.giant_len} THEN 0")
+            pos_cases.append(f"WHEN {idx} < {self.giant_len} THEN {idx}")
         if h:
-            user_cases.append(f"WHEN {idx} < {self.heavy_rows} THEN {idx} div {big}")
-            pos_cases.append(f"WHEN {idx} < {self.heavy_rows} THEN {idx} % {big}")
+            user_cases.append(f"WHEN {idx} < {self.heavy_rows} THEN {g} + {heavy} div {big}")
+            pos_cases.append(f"WHEN {idx} < {self.heavy_rows} THEN {heavy} % {big}")
         if r:
-            user_cases.append(f"WHEN {rest} < {split} THEN {h} + {rest} div {q + 1}")
+            user_cases.append(f"WHEN {rest} < {split} THEN {g + h} + {rest} div {q + 1}")
             pos_cases.append(f"WHEN {rest} < {split} THEN {rest} % {q + 1}")
         return (
-            _case(user_cases, f"{h + r} + ({rest} - {split}) div {q}"),
+            _case(user_cases, f"{g + h + r} + ({rest} - {split}) div {q}"),
             _case(pos_cases, f"({rest} - {split}) % {q}"),
         )
 
     def length_of(self, user: str) -> str:
         """SQL expression: the list length of ``user``."""
         cases = []
+        if self.giants:
+            cases.append(f"WHEN {user} = 0 THEN {self.giant_len}")
         if self.heavy_users:
-            cases.append(f"WHEN {user} < {self.heavy_users} THEN {self.heavy_len}")
+            cases.append(f"WHEN {user} < {self.giants + self.heavy_users} THEN {self.heavy_len}")
         if self.r:
-            cases.append(f"WHEN {user} < {self.heavy_users + self.r} THEN {self.q + 1}")
+            cases.append(f"WHEN {user} < {self.giants + self.heavy_users + self.r} THEN {self.q + 1}")
         return _case(cases, str(self.q))
 
 
@@ -141,6 +158,14 @@ def _case(whens: List[str], otherwise: str) -> str:
 
 @dataclass(frozen=True)
 class DataSpec:
+    """Sizes of the generated tables, and how skewed they are.
+
+    ``skew``: ``skew_users`` users (at most 1%) with lists ``skew_factor`` times the average
+    (capped at 5% of the rows per group). ``heavy_share``: 1% of the users hold that share of
+    the rows, one of them (user 0) ``giant_recommendations`` recommendations and
+    ``giant_relevance`` relevance rows. Either way the totals are those of the unskewed tables.
+    """
+
     users: int
     list_length: int
     relevant: int
@@ -148,27 +173,36 @@ class DataSpec:
     skew_users: int = 5
     skew_factor: int = 2000
     seed: int = 20240611
+    heavy_share: float = 0.0
+    giant_recommendations: int = 0
+    giant_relevance: int = 0
 
-    def _heavy(self, avg_len: int) -> tuple:
-        """(heavy users, heavy length): ``skew_factor`` times the average list, capped at 5% of rows per heavy group."""
-        if not self.skew:
-            return 0, 0
-        h = max(1, min(self.skew_users, self.users // 100))
+    def _heavy(self, avg_len: int, giant: int) -> tuple:
+        """(heavy users, heavy length, giant length) of a table whose lists average ``avg_len``."""
         total = self.users * avg_len
+        if self.heavy_share:
+            h = max(1, self.users // 100) - (1 if giant else 0)
+            heavy_len = (int(self.heavy_share * total) - giant) // max(h, 1)
+            return h, heavy_len, giant
+        if not self.skew:
+            return 0, 0, 0
+        h = max(1, min(self.skew_users, self.users // 100))
         heavy_len = max(avg_len, min(self.skew_factor * avg_len, total // (20 * h)))
-        return h, heavy_len
+        return h, heavy_len, 0
 
     @property
     def recs_layout(self) -> Layout:
-        return Layout(self.users, self.list_length, *self._heavy(self.list_length))
+        return Layout(self.users, self.list_length, *self._heavy(self.list_length, self.giant_recommendations))
 
     @property
     def rel_layout(self) -> Layout:
-        return Layout(self.users, self.relevant, *self._heavy(self.relevant))
+        return Layout(self.users, self.relevant, *self._heavy(self.relevant, self.giant_relevance))
 
     @property
     def name(self) -> str:
         skew = f"skew{self.skew_users}x{self.skew_factor}" if self.skew else "noskew"
+        if self.heavy_share:
+            skew = f"share{self.heavy_share:g}_giant{self.giant_recommendations}x{self.giant_relevance}"
         return f"v{DATA_VERSION}_u{self.users}_l{self.list_length}_r{self.relevant}_{skew}_seed{self.seed}"
 
 

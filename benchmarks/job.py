@@ -1,28 +1,34 @@
 """Whole-process cost of the scheduled job against the job a competent engineer writes with
-Spark ML's RankingEvaluator, on the same Parquet tables.
+Spark ML's RankingEvaluator, on the same Parquet tables, at several sizes and on skewed data.
 
-    python benchmarks/job.py                          # 200,000 users x 50 recommendations, 5 rounds
-    python benchmarks/job.py --users 20000 --repeat 1 # quick check
+    python benchmarks/job.py                                # 100k, 400k, 1.6M users, 3 rounds
+    python benchmarks/job.py --sizes 20000 --repeat 1       # quick check
 
-Timed, each as a whole process (a cold JVM included), in rounds whose order alternates
-(J, P, J6 then J6, P, J) so that drift in the machine's speed hits each alike:
+Timed, each as a whole process (a cold JVM included):
 
 (J)   ``ndcg-spark`` with k = 10, writing all its outputs (per_user/, summary/, report.html,
       summary.json);
-(J6)  the same with k = 1, 5, 10, 20, 50, 100 and the companion metrics;
 (P)   ``benchmarks/ranking_evaluator_job.py``: top-10 window, arrays per user, join,
-      ``RankingEvaluator(metricName="ndcgAtK", k=10)``, the mean written as JSON.
+      ``RankingEvaluator(metricName="ndcgAtK", k=10)``, the mean written as JSON;
+(J6)  (``--runs J,P,J6``) J with k = 1, 5, 10, 20, 50, 100 and the companion metrics;
+(JS)  J on skewed tables of the same total rows as the ``--skew-at`` size: 1% of the users hold
+      half the rows, one of them a million recommendations and 100,000 relevance rows.
 
-Prints the median wall time and peak memory (the largest sum of the resident set sizes of the
-process and its children, the JVM included, sampled every 50 ms) of each, and the ratios J/P
-and J6/P of the medians. The data comes from ``benchmarks/bench.py``'s generator (reused when
-present under ``--data-dir``).
+Every size's list runs once a round; the rounds alternate the order (sizes ascending then
+descending, J before P then after), so that drift in the machine's speed hits each alike. For
+each run: the median wall time, CPU time and peak memory (the largest sum of the resident sets
+of the process and its children, the JVM included, sampled every 50 ms); per size the ratio J/P
+and rows per second per core; across sizes the fixed part and the per-row part of each run's
+time (a least-squares line of the medians against the rows) and the growth per doubling of the
+rows; JS against J at equal rows. The data comes from ``benchmarks/bench.py``'s generator
+(reused when present under ``--data-dir``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import statistics
@@ -31,18 +37,23 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 HERE = Path(__file__).resolve().parent
-TARGETS = {"J/P": 1.10, "J6/P": 1.25}
+#: Targets: J/P at the largest size and at sizes up to 100,000 users, the growth of J per doubling
+#: of the rows, and the skewed tables against the unskewed at equal rows.
+TARGETS = {"J/P largest": 1.10, "J/P <=100k": 1.20, "growth per 2x": 2.1, "JS/J": 1.5}
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--users", type=int, default=200_000)
+    p.add_argument("--sizes", default="100000,400000,1600000", help="users, comma-separated")
     p.add_argument("--list-length", type=int, default=50, help="recommendations per user")
     p.add_argument("--relevant", type=int, default=20, help="relevance rows per user (grades 0..4)")
-    p.add_argument("--repeat", type=int, default=5, help="rounds; each runs J, J6 and P once")
+    p.add_argument("--repeat", type=int, default=3, help="rounds; each runs every run of every size once")
+    p.add_argument("--runs", default="J,P", help="of J, P, J6, comma-separated")
+    p.add_argument("--skew-at", type=int, default=400_000, help="users of the skewed tables (0: no JS)")
+    p.add_argument("--giant", default="1000000,100000", help="the largest user's recommendations,relevance rows")
     p.add_argument("--master", default="local[2]")
     p.add_argument("--data-dir", default="/tmp/ndcg-bench")
     p.add_argument("--work-dir", default="/tmp/ndcg-bench-job", help="the runs' outputs (replaced)")
@@ -51,28 +62,49 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def generate(args) -> Dict[str, str]:
-    """The bench data's paths, generated in a Spark of its own (this process stays JVM-free)."""
+def specs(args) -> Dict[str, object]:
+    """The data of each size (``"100000"``) and of the skewed tables (``"skewed"``)."""
     sys.path.insert(0, str(HERE))
     import bench
 
-    spec = bench.DataSpec(args.users, args.list_length, args.relevant)
-    root = Path(args.data_dir) / spec.name
-    if not ((root / "recs" / "_SUCCESS").exists() and (root / "rel" / "_SUCCESS").exists()):
+    out = {str(n): bench.DataSpec(n, args.list_length, args.relevant) for n in sizes(args)}
+    if args.skew_at:
+        giant_recs, giant_rel = (int(x) for x in args.giant.split(","))
+        out["skewed"] = bench.DataSpec(
+            args.skew_at,
+            args.list_length,
+            args.relevant,
+            heavy_share=0.5,
+            giant_recommendations=giant_recs,
+            giant_relevance=giant_rel,
+        )
+        out.setdefault(str(args.skew_at), bench.DataSpec(args.skew_at, args.list_length, args.relevant))
+    return out
+
+
+def sizes(args) -> List[int]:
+    return sorted(int(n) for n in args.sizes.split(","))
+
+
+def generate(args) -> Dict[str, Dict[str, str]]:
+    """Each data set's paths, generated in a Spark of its own (this process stays JVM-free)."""
+    wanted = specs(args)
+    roots = {label: Path(args.data_dir) / spec.name for label, spec in wanted.items()}
+    if not all((r / "recs" / "_SUCCESS").exists() and (r / "rel" / "_SUCCESS").exists() for r in roots.values()):
         cmd = [sys.executable, __file__, "--generate-only", *sys.argv[1:]]
         subprocess.run(cmd, check=True, env={**os.environ, "PYSPARK_PYTHON": sys.executable})
-    return {"recs": str(root / "recs"), "rel": str(root / "rel")}
+    return {label: {"recs": str(r / "recs"), "rel": str(r / "rel")} for label, r in roots.items()}
 
 
 def generate_here(args) -> None:
-    sys.path.insert(0, str(HERE))
     import bench
     from pyspark.sql import SparkSession
 
+    wanted = specs(args)
     spark = SparkSession.builder.master(args.master).config("spark.ui.enabled", "false").getOrCreate()
     try:
-        spec = bench.DataSpec(args.users, args.list_length, args.relevant)
-        bench.generate(spark, spec, Path(args.data_dir), lambda m: print(m, file=sys.stderr))
+        for spec in wanted.values():
+            bench.generate(spark, spec, Path(args.data_dir), lambda m: print(m, file=sys.stderr))
     finally:
         spark.stop()
 
@@ -132,28 +164,67 @@ def timed(cmd: List[str], log_path: Path) -> Tuple[float, int, float]:
     return elapsed, peak[0], sum(cpu.values())
 
 
-def commands(args, paths: Dict[str, str], work: Path) -> Dict[str, Tuple[List[str], Path]]:
+def commands(args, paths: Dict[str, str], work: Path, label: str) -> Dict[str, Tuple[List[str], Path]]:
+    """The runs on one data set, each with the output it writes (replaced before each run)."""
     job = [sys.executable, "-m", "ndcg_spark", "--recommendations", paths["recs"], "--relevance", paths["rel"]]
     job += ["--master", args.master]
+    p_out = work / f"P-{label}.json"
     return {
-        "J": ([*job, "--k", "10", "--output", str(work / "J")], work / "J"),
+        "J": ([*job, "--k", "10", "--output", str(work / f"J-{label}")], work / f"J-{label}"),
         "J6": (
-            [*job, "--k", "1,5,10,20,50,100", "--companion-metrics", "true", "--output", str(work / "J6")],
-            work / "J6",
+            [*job, "--k", "1,5,10,20,50,100", "--companion-metrics", "true", "--output", str(work / f"J6-{label}")],
+            work / f"J6-{label}",
         ),
         "P": (
-            [
-                sys.executable,
-                str(HERE / "ranking_evaluator_job.py"),
-                paths["recs"],
-                paths["rel"],
-                str(work / "P.json"),
-                "--master",
-                args.master,
-            ],
-            work / "P.json",
+            [sys.executable, str(HERE / "ranking_evaluator_job.py"), paths["recs"], paths["rel"], str(p_out)],
+            p_out,
         ),
     }
+
+
+def line_fit(xs: Sequence[float], ys: Sequence[float]) -> Tuple[float, float]:
+    """Least-squares ``y = a + b x``: (a, b). Two points or more, not all at one x.
+
+    >>> line_fit([1, 2, 3], [3, 5, 7])
+    (1.0, 2.0)
+    """
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    return my - b * mx, b
+
+
+def growth_per_doubling(rows: Sequence[float], seconds: Sequence[float]) -> float:
+    """Time(2N)/time(N) from the smallest and the largest size: 2 when time grows as the rows.
+
+    >>> growth_per_doubling([100, 400], [10, 40])
+    2.0
+    """
+    return (seconds[-1] / seconds[0]) ** (1 / math.log2(rows[-1] / rows[0]))
+
+
+def schedule(labels: Sequence[str], runs: Sequence[str], round_: int, skewed: str = None) -> List[Tuple[str, str]]:
+    """The (data set, run) pairs of one round: sizes ascending in even rounds, descending in odd
+    ones, and within a size the runs in order then reversed; J of the skewed tables (data set
+    ``"skewed"``) next to J of the size ``skewed``.
+
+    >>> schedule(["100", "200"], ["J", "P"], 1, skewed="200")
+    [('200', 'P'), ('skewed', 'J'), ('200', 'J'), ('100', 'P'), ('100', 'J')]
+    """
+    order = list(labels) if round_ % 2 == 0 else list(reversed(labels))
+    names = list(runs) if round_ % 2 == 0 else list(reversed(runs))
+    pairs = []
+    for label in order:
+        for name in names:
+            pair = [(label, name)]
+            if name == "J" and label == skewed:
+                pair = [(label, name), ("skewed", name)] if round_ % 2 == 0 else [("skewed", name), (label, name)]
+            pairs += pair
+    return pairs
+
+
+def shown(label: str, run: str) -> str:
+    """The run's name in the table: JS for J on the skewed tables."""
+    return "JS" if label == "skewed" else run
 
 
 def main(argv=None) -> int:
@@ -165,51 +236,97 @@ def main(argv=None) -> int:
     work = Path(args.work_dir)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    runs = commands(args, paths, work)
-    times: Dict[str, List[float]] = {name: [] for name in runs}
-    peaks: Dict[str, List[int]] = {name: [] for name in runs}
-    cpus: Dict[str, List[float]] = {name: [] for name in runs}
+    data = specs(args)
+    runs = [r for r in args.runs.split(",") if r]
+    labels = [str(n) for n in sizes(args)]
+    if args.skew_at and str(args.skew_at) not in labels:
+        labels.append(str(args.skew_at))
+        labels.sort(key=int)
+    rows = {label: spec.recs_layout.total + spec.rel_layout.total for label, spec in data.items()}
+    cores = int(args.master[len("local[") : -1]) if args.master.startswith("local[") else os.cpu_count()
+    figures: Dict[Tuple[str, str], Dict[str, List[float]]] = {}
     print(
-        f"machine: {os.cpu_count()} cpus, {args.master}; data {args.users} users x {args.list_length} "
+        f"machine: {os.cpu_count()} cpus, {args.master}; sizes {', '.join(labels)} users x {args.list_length} "
         f"recommendations, {args.relevant} relevance rows per user; {args.repeat} rounds",
         flush=True,
     )
     for round_ in range(args.repeat):
-        order = ["J", "P", "J6"] if round_ % 2 == 0 else ["J6", "P", "J"]
-        for name in order:
-            cmd, output = runs[name]
+        for label, run in schedule(labels, runs, round_, skewed=str(args.skew_at) if args.skew_at else None):
+            cmd, output = commands(args, paths[label], work, label)[run]
             shutil.rmtree(output, ignore_errors=True) if output.is_dir() else output.unlink(missing_ok=True)
-            elapsed, peak, cpu = timed(cmd, work / f"{name}.log")
-            times[name].append(elapsed)
-            peaks[name].append(peak)
-            cpus[name].append(cpu)
+            elapsed, peak, cpu = timed(cmd, work / f"{run}-{label}.log")
+            f = figures.setdefault((label, run), {"wall": [], "cpu": [], "peak": []})
+            f["wall"].append(elapsed)
+            f["cpu"].append(cpu)
+            f["peak"].append(peak)
             print(
-                f"round {round_ + 1}/{args.repeat} {name:>2}: {elapsed:6.2f} s, CPU {cpu:6.2f} s, peak {peak / 2**20:6.0f} MB",
+                f"round {round_ + 1}/{args.repeat} {label:>8} {shown(label, run):>2}: {elapsed:7.2f} s, "
+                f"CPU {cpu:7.2f} s, peak {peak / 2**20:6.0f} MB",
                 flush=True,
             )
-    medians = {name: statistics.median(t) for name, t in times.items()}
-    for name in runs:
-        print(
-            f"{name:>2}: median {medians[name]:6.2f} s (min {min(times[name]):.2f}, max {max(times[name]):.2f}), "
-            f"CPU median {statistics.median(cpus[name]):.2f} s, peak memory median {statistics.median(peaks[name]) / 2**20:.0f} MB"
-        )
-    cpu_medians = {name: statistics.median(c) for name, c in cpus.items()}
-    ratios = {"J/P": medians["J"] / medians["P"], "J6/P": medians["J6"] / medians["P"]}
-    for name, value in ratios.items():
-        verdict = "MET" if value <= TARGETS[name] else "NOT MET"
-        cpu_ratio = cpu_medians[name.split("/")[0]] / cpu_medians["P"]
-        print(f"ratio {name:<5} = {value:.3f} (target <= {TARGETS[name]:.2f}) {verdict} (CPU ratio {cpu_ratio:.3f})")
+    med = {key: {m: statistics.median(v) for m, v in f.items()} for key, f in figures.items()}
+    report = report_lines(med, figures, rows, labels, runs, cores, args)
+    print()
+    print("\n".join(report["lines"]))
     if args.json:
         record = {
             "args": vars(args),
-            "times": times,
-            "cpu_seconds": cpus,
-            "peak_bytes": peaks,
-            "medians": medians,
-            "ratios": ratios,
+            "rows": rows,
+            "runs": {f"{run}@{label}": f for (label, run), f in figures.items()},
+            "medians": {f"{run}@{label}": m for (label, run), m in med.items()},
+            "ratios": report["ratios"],
+            "fits": report["fits"],
         }
         Path(args.json).write_text(json.dumps(record, indent=2))
     return 0
+
+
+def report_lines(med, figures, rows, labels, runs, cores, args) -> Dict[str, object]:
+    """The table of medians per data set, the line fits, the ratios and their verdicts."""
+    lines = [
+        f"{'users':>9} {'rows':>11} {'run':>3} {'wall':>8} {'min-max':>13} {'CPU':>8} {'peak MB':>8} {'rows/s/core':>12}"
+    ]
+    for (label, run), m in sorted(med.items(), key=lambda kv: (kv[0][0] == "skewed", int(rows[kv[0][0]]), kv[0][1])):
+        wall = figures[(label, run)]["wall"]
+        lines.append(
+            f"{label:>9} {rows[label]:11,d} {shown(label, run):>3} {m['wall']:8.2f} "
+            f"{f'{min(wall):.1f}-{max(wall):.1f}':>13} {m['cpu']:8.2f} {m['peak'] / 2**20:8.0f} "
+            f"{rows[label] / m['wall'] / cores:12,.0f}"
+        )
+    ratios: Dict[str, float] = {}
+    verdicts = []
+    for label in labels:
+        if (label, "J") in med and (label, "P") in med:
+            ratios[f"J/P@{label}"] = med[(label, "J")]["wall"] / med[(label, "P")]["wall"]
+            ratios[f"J/P CPU@{label}"] = med[(label, "J")]["cpu"] / med[(label, "P")]["cpu"]
+            lines.append(f"J/P at {label} users = {ratios[f'J/P@{label}']:.3f} (CPU {ratios[f'J/P CPU@{label}']:.3f})")
+            if int(label) <= 100_000:
+                verdicts.append(("J/P <=100k", f"J/P at {label} users", ratios[f"J/P@{label}"]))
+    if f"J/P@{labels[-1]}" in ratios:
+        verdicts.append(("J/P largest", f"J/P at {labels[-1]} users", ratios[f"J/P@{labels[-1]}"]))
+    fits: Dict[str, Dict[str, float]] = {}
+    sized = [str(n) for n in sizes(args)]
+    for run in runs if len(sized) >= 2 else ():
+        xs = [rows[label] for label in sized]
+        ys = [med[(label, run)]["wall"] for label in sized]
+        fixed, per_row = line_fit(xs, ys)
+        fits[run] = {"fixed_seconds": fixed, "seconds_per_million_rows": per_row * 1e6, "growth_per_2x": None}
+        fits[run]["growth_per_2x"] = growth = growth_per_doubling(xs, ys)
+        lines.append(
+            f"{run:>2}: fixed {fixed:6.2f} s + {per_row * 1e6:6.3f} s per million rows; time(2N)/time(N) = {growth:.2f}"
+        )
+        if run == "J":
+            verdicts.append(("growth per 2x", "J's time per doubling of the rows", growth))
+    if "J" in fits and "P" in fits:
+        ratios["per-row J/P"] = fits["J"]["seconds_per_million_rows"] / fits["P"]["seconds_per_million_rows"]
+        lines.append(f"per-row part J/P = {ratios['per-row J/P']:.3f}")
+    if ("skewed", "J") in med:
+        ratios["JS/J"] = med[("skewed", "J")]["wall"] / med[(str(args.skew_at), "J")]["wall"]
+        verdicts.append(("JS/J", f"J on skewed / unskewed tables at {args.skew_at} users", ratios["JS/J"]))
+    for target, what, value in verdicts:
+        verdict = "MET" if value <= TARGETS[target] else "NOT MET"
+        lines.append(f"ratio {target} = {value:.3f} (target <= {TARGETS[target]:.2f}) {verdict}: {what}")
+    return {"lines": lines, "ratios": ratios, "fits": fits}
 
 
 if __name__ == "__main__":
