@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from ndcg_spark._metrics import COMPANIONS
 from ndcg_spark._sql import ident
 from ndcg_spark.options import EvaluationOptions, k_label
 
@@ -148,19 +149,23 @@ def _segment(row: Dict[str, Any], group_by: Sequence[str]) -> str:
 
 def _table(metrics: List[Dict[str, Any]], group_by: Sequence[str]) -> str:
     columns = [*group_by, "k", "users", "mean_ndcg", "ndcg_ci_low", "ndcg_ci_high", "mean_dcg", "std_ndcg"]
-    columns += [
-        c for c in ("mean_precision", "mean_recall", "mean_ap", "mean_rr", "hit_rate") if metrics and c in metrics[0]
-    ]
+    columns += [m.summary for m in COMPANIONS if metrics and m.summary in metrics[0]]
+    return html_table(metrics, columns, "summary", ".4f")
+
+
+def html_table(rows: List[Dict[str, Any]], columns: Sequence[str], table_id: str, float_format: str) -> str:
+    """An HTML table of ``rows`` (dicts) under ``columns``: floats as ``float_format``, ``k`` as its label, ``-`` for none."""
+
+    def cell(column: str, value: Any) -> str:
+        if column == "k":
+            return k_label(value)
+        if isinstance(value, float):
+            return format(value, float_format)
+        return "-" if value is None else value
+
     head = "".join(f"<th>{_e(c)}</th>" for c in columns)
-    body = []
-    for row in metrics:
-        cells = []
-        for c in columns:
-            v = row.get(c)
-            text = k_label(v) if c == "k" else (f"{v:.4f}" if isinstance(v, float) else ("-" if v is None else v))
-            cells.append(f"<td>{_e(text)}</td>")
-        body.append("<tr>" + "".join(cells) + "</tr>")
-    return f'<table id="summary"><tr>{head}</tr>' + "".join(body) + "</table>"
+    body = ["<tr>" + "".join(f"<td>{_e(cell(c, row.get(c)))}</td>" for c in columns) + "</tr>" for row in rows]
+    return f'<table id="{table_id}"><tr>{head}</tr>' + "".join(body) + "</table>"
 
 
 def ndcg_curve(metrics: List[Dict[str, Any]], group_by: Sequence[str], width: int = 560, height: int = 320) -> str:

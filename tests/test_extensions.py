@@ -166,6 +166,31 @@ def test_companion_metrics_match_ranking_evaluator_on_binary_data(spark):
         assert ours_value == pytest.approx(spark_value, abs=1e-9), metric
 
 
+def test_each_companion_metric_is_averaged_and_shown_everywhere(spark):
+    """Every metric of the registry has its per-user column, its mean over the included users in
+    the summary (checked against the per-user figures averaged here), a column of the report's
+    table, a header of the console's and a metric of MLflow's."""
+    from ndcg_spark._metrics import COMPANIONS
+    from ndcg_spark._report import render
+    from ndcg_spark.job.console import format_summary
+    from ndcg_spark.job.tracking import metric_rows
+
+    recs, rels = random_graded(seed=3, users=12)
+    result = evaluate(*frames(spark, recs, rels), k=[2, None], companion_metrics=True, zero_idcg="exclude")
+    per_user = [r.asDict() for r in result.per_user.collect()]
+    summary = [r.asDict() for r in result.summary.collect()]
+    page = render(summary, [])
+    console = format_summary(summary).splitlines()[0].split()
+    logged = {name for name, _ in metric_rows({"metrics": summary})}
+    for metric in COMPANIONS:
+        for row in summary:
+            values = [u[metric.name] for u in per_user if u["k"] == row["k"]]
+            assert row[metric.summary] == pytest.approx(sum(values) / len(values), abs=1e-12), metric.name
+        assert f"<th>{metric.summary}</th>" in page
+        assert metric.header in console
+        assert {f"{metric.summary}_at_2", f"{metric.summary}_at_all"} <= logged
+
+
 def test_relevance_threshold(spark):
     recs = spark.createDataFrame(
         [(1, "a", 3.0), (1, "b", 2.0), (1, "c", 1.0)], "user_id int, item_id string, score double"
