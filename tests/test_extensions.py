@@ -11,7 +11,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import functions as F
 from sklearn.metrics import ndcg_score
 
-from ndcg_spark import _scoring, evaluate
+from ndcg_spark import EvaluationOptions, _scoring, evaluate
 from tests.helpers import frames, random_graded
 
 
@@ -346,5 +346,8 @@ def test_als_recommend_for_all_users_as_input(spark, data_dir):
     assert_df_equality(as_array.per_user.orderBy("userId", "k"), as_rows.per_user.orderBy("userId", "k"))
     by_order = evaluate(als_output, relevance, recommendations_layout="array", array_ranking="order", **options)
     assert_df_equality(by_order.per_user.orderBy("userId", "k"), as_rows.per_user.orderBy("userId", "k"))
+    # The result's options are the ones asked for: the array position is ranked without a rank column.
+    asked = EvaluationOptions(recommendations_layout="array", array_ranking="order", **options)
+    assert by_order.options == asked and by_order.options.rank_col is None
     summary = as_array.summary.collect()
     assert summary[0].users > 50 and 0.0 <= summary[1].mean_ndcg <= 1.0
