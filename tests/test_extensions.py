@@ -99,7 +99,7 @@ def test_bootstrap_interval_of_a_tiny_group(spark):
 
 
 def test_bootstrap_interval_for_every_cutoff_and_the_whole_list(spark, graded):
-    # The whole list's k is null: its interval once came back null (a null key joins nothing).
+    # The whole list's k is null, and a null key joins nothing: its interval must still be there.
     _, _, (recs, rel) = graded
     options = dict(k=[10, None], confidence_interval="bootstrap", bootstrap_samples=200, seed=7)
     rows = evaluate(recs, rel, **options).summary.collect()
