@@ -1,11 +1,12 @@
 """Input preparation: the tables' shapes checked, the array layout as rows, the inputs narrowed.
 
-After :func:`narrow` the two tables hold only what the metric reads, under these names (the
-user column and the recommendations' segment columns keep their own):
+After :func:`narrow` the two tables hold only what the metric reads, under names of the column
+contract (:mod:`ndcg_spark._columns`; the user column and the recommendations' segment columns
+keep their own):
 
 ========================  =========================================================
-recommendations           segments, user, :data:`ITEM`, :data:`ORDER` (double, smaller first)
-relevance                 user, :data:`ITEM`, :data:`REL` (double)
+recommendations           segments, user, ``ITEM``, ``ORDER`` (double, smaller first)
+relevance                 user, ``ITEM``, ``REL`` (double)
 ========================  =========================================================
 
 so no later column can collide with the caller's.
@@ -14,24 +15,16 @@ so no later column can collide with the caller's.
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Tuple
 
-from pyspark.sql import DataFrame, Observation
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ndcg_spark._columns import ARRAY_RANK, HAS_ATTRIBUTES, ITEM, ORDER, REL
 from ndcg_spark._sql import ident, string_literal
 from ndcg_spark.errors import InputDataError, input_check
 from ndcg_spark.options import EvaluationOptions
-
-ITEM = "__ndcg_item"
-ORDER = "__ndcg_order"
-REL = "__ndcg_relevance"
-#: The rank column made from the array position under ``array_ranking = "order"``.
-ARRAY_RANK = "__ndcg_array_rank"
-#: On the scored rows with segments from the user attributes: whether the user has an attribute row.
-HAS_ATTRIBUTES = "__ndcg_has_attributes"
 
 NUMERIC_TYPES = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType, T.DecimalType)
 INTEGRAL_TYPES = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
@@ -43,14 +36,15 @@ NUMERIC_TYPE_NAMES = "tinyint, smallint, int, bigint, float, double or decimal"
 # ----------------------------------------------------------------------------- shapes
 
 
-def as_rows(df: DataFrame, opts: EvaluationOptions) -> Tuple[DataFrame, EvaluationOptions]:
-    """The recommendations in the 'rows' layout, and the options that read them.
+def as_rows(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
+    """The recommendations in the 'rows' layout, to be read with :func:`reading_options`.
 
     The 'array' layout (ALS ``recommendForAllUsers``: user, array<struct<item, score>>) is
-    exploded; with ``array_ranking = "order"`` the array position becomes the rank column.
+    exploded; with ``array_ranking = "order"`` the array position becomes the rank column
+    ``ARRAY_RANK``.
     """
     if opts.recommendations_layout == "rows":
-        return df, opts
+        return df
     if opts.array_col not in df.columns:
         raise InputDataError(
             f"recommendations table has no column {opts.array_col!r} (it has: {', '.join(df.columns)})"
@@ -73,8 +67,19 @@ def as_rows(df: DataFrame, opts: EvaluationOptions) -> Tuple[DataFrame, Evaluati
     values = [F.col("__rec")[f].alias(f) for f in wanted]
     if opts.array_ranking == "order":
         values.append((F.col("__pos") + 1).alias(ARRAY_RANK))
-        opts = opts.updated(rank_col=ARRAY_RANK)
-    return exploded.select(*keep, *values), opts.updated(recommendations_layout="rows")
+    return exploded.select(*keep, *values)
+
+
+def reading_options(opts: EvaluationOptions) -> EvaluationOptions:
+    """The options the stages read the rows of :func:`as_rows` with; the caller's stay as they are.
+
+    For the 'array' layout: the rows layout, and under ``array_ranking = "order"`` the rank
+    column ``ARRAY_RANK``.
+    """
+    if opts.recommendations_layout == "rows":
+        return opts
+    rank_col = ARRAY_RANK if opts.array_ranking == "order" else opts.rank_col
+    return opts.updated(recommendations_layout="rows", rank_col=rank_col)
 
 
 def check_schema(df: DataFrame, table: str, opts: EvaluationOptions) -> None:
@@ -121,45 +126,6 @@ def check_segments(recs: DataFrame, attributes: Optional[DataFrame], opts: Evalu
             raise InputDataError(f"group_by column {name!r} is not a column of {where}")
     if attributes is not None and opts.user_col not in attributes.columns:
         raise InputDataError(f"user attributes table has no column {opts.user_col!r}")
-
-
-def list_keys(columns: Sequence[str], opts: EvaluationOptions) -> List[str]:
-    """What names one ranked list, quoted: the segment columns among ``columns``, then the user."""
-    return [ident(c) for c in (*opts.group_by, opts.user_col) if c in columns]
-
-
-# ----------------------------------------------------------------------------- counting
-
-
-@dataclass(frozen=True)
-class RowCount:
-    """The rows of ``frame``, counted by ``observation`` on the way of a pass that reads it."""
-
-    frame: DataFrame
-    observation: Observation
-
-    def rows(self) -> int:
-        """The count, once an action has read the frame in full.
-
-        Spark drops an empty relation from the plan with the observation on it, which then
-        reports nothing: only then is the frame counted by a pass of its own (it is empty).
-        """
-        try:
-            return int(self.observation.get["rows"])
-        except Exception:  # noqa: BLE001 - no metrics reported (classic: an assertion; Connect: no key)
-            return self.frame.count()
-
-
-def counted(df: DataFrame, count: Optional[RowCount] = None) -> Tuple[DataFrame, RowCount]:
-    """``df`` with its rows counted as they pass, and the count (:meth:`RowCount.rows` after an action).
-
-    The count rides on the evaluation's own pass, so it costs no pass of its own. Below a
-    shuffle (as the ranking's and the judgements' inputs are) it sees every row even when an
-    action computes only some lists (``first()``): a shuffle's map side always runs in full.
-    ``count``, when given, is the (not yet attached) observation to use.
-    """
-    observation = count.observation if count is not None else Observation()
-    return df.observe(observation, F.count(F.lit(1)).alias("rows")), RowCount(df, observation)
 
 
 def segments_served(recs: DataFrame, opts: EvaluationOptions) -> Optional[DataFrame]:
@@ -230,7 +196,7 @@ def with_user_attributes(df: DataFrame, attributes: Optional[DataFrame], opts: E
 
     The table must hold one row per user: a repeated user stops the run (an input error). A
     user without an attribute row is kept, with null segment values, and flagged in
-    :data:`HAS_ATTRIBUTES` (false) so the summary counts it in ``users_without_attributes``.
+    ``HAS_ATTRIBUTES`` (false) so the summary counts it in ``users_without_attributes``.
     """
     if attributes is None:
         return df

@@ -1,19 +1,19 @@
 """Judged lists: each user's judgements and the ideal list.
 
-Reads the narrowed relevance (:mod:`ndcg_spark._inputs`: user, ``ITEM``, ``REL``) and gives one
-row per user with:
+Reads the narrowed relevance (user, ``ITEM``, ``REL``) and gives one row per user with these
+columns of the contract (:mod:`ndcg_spark._columns`):
 
 ========================  ===============================================================
-:data:`JUDGED_ITEMS`      array: the judged items
-:data:`JUDGED_RELEVANCE`  array: their relevance, element for element
-:data:`IDEAL`             array<double>: the grades above 0, largest first, at most the
+``JUDGED_ITEMS``          array: the judged items
+``JUDGED_RELEVANCE``      array: their relevance, element for element
+``IDEAL``                 array<double>: the grades above 0, largest first, at most the
                           largest k (the ideal list; 0 grades would add 0.0 terms only)
 ``n_relevant``            int: judged items with relevance above 0
-:data:`N_RELEVANT_BINARY` int: judged items relevant for the companion metrics (when asked)
-:data:`HAS_JUDGEMENTS`    boolean: true (null on the other side of the join: no judgements)
-:data:`REPEATED`          int: rows merged by ``duplicate_relevance = "max"`` (else 0: a
+``N_RELEVANT_BINARY``     int: judged items relevant for the companion metrics (when asked)
+``HAS_JUDGEMENTS``        boolean: true (null on the other side of the join: no judgements)
+``JUDGED_REPEATS``        int: rows merged by ``duplicate_relevance = "max"`` (else 0: a
                           repeated judgement stops the run)
-:data:`ROWS`              int: the relevance rows of the user
+``JUDGED_ROWS``           int: the relevance rows of the user
 ========================  ===============================================================
 """
 
@@ -22,20 +22,22 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ndcg_spark import _ranking
-from ndcg_spark._inputs import ITEM, REL
+from ndcg_spark._columns import (
+    HAS_JUDGEMENTS,
+    IDEAL,
+    ITEM,
+    JUDGED_ITEMS,
+    JUDGED_RELEVANCE,
+    JUDGED_REPEATS,
+    JUDGED_ROWS,
+    N_RELEVANT,
+    N_RELEVANT_BINARY,
+    REL,
+)
+from ndcg_spark._metrics import is_relevant
 from ndcg_spark._rules import REPEATED_JUDGEMENT, guard_lists
 from ndcg_spark._sql import gain_mapped, ident, repeat_count
 from ndcg_spark.options import EvaluationOptions
-
-JUDGED_ITEMS = "__ndcg_judged_items"
-JUDGED_RELEVANCE = "__ndcg_judged_relevance"
-IDEAL = "__ndcg_ideal"
-N_RELEVANT = "n_relevant"
-N_RELEVANT_BINARY = "__ndcg_relevant_binary"
-HAS_JUDGEMENTS = "__ndcg_has_relevance_rows"
-REPEATED = "__ndcg_duplicate_relevance"
-ROWS = "__ndcg_relevance_rows"
 
 
 def judged_lists(rel: DataFrame, opts: EvaluationOptions) -> DataFrame:
@@ -63,8 +65,8 @@ def judged_lists(rel: DataFrame, opts: EvaluationOptions) -> DataFrame:
         rel = rel.groupBy(F.col(user), F.col(ITEM)).agg(
             F.expr(f"max({REL}) AS {REL}"), F.expr("count(1) AS __ndcg_rows")
         )
-        aggregates.append(f"CAST(sum(__ndcg_rows) AS INT) AS {ROWS}")
-        rows, n_repeats = ROWS, f"{ROWS} - size({items})"
+        aggregates.append(f"CAST(sum(__ndcg_rows) AS INT) AS {JUDGED_ROWS}")
+        rows, n_repeats = JUDGED_ROWS, f"{JUDGED_ROWS} - size({items})"
     else:
         rows, n_repeats = f"size({items})", "0"
     if opts.companion_metrics:
@@ -90,43 +92,6 @@ def judged_lists(rel: DataFrame, opts: EvaluationOptions) -> DataFrame:
         f"size({positive}) AS {N_RELEVANT}",
         *([N_RELEVANT_BINARY] if opts.companion_metrics else []),
         f"true AS {HAS_JUDGEMENTS}",
-        f"CAST({n_repeats} AS INT) AS {REPEATED}",
-        f"{rows} AS {ROWS}",
+        f"CAST({n_repeats} AS INT) AS {JUDGED_REPEATS}",
+        f"{rows} AS {JUDGED_ROWS}",
     )
-
-
-def is_relevant(relevance: str, opts: EvaluationOptions) -> str:
-    """SQL: binary relevance of the companion metrics: >= threshold, or > 0 without one."""
-    if opts.relevance_threshold is None:
-        return f"({relevance} > 0.0D)"
-    return f"({relevance} >= CAST({float(opts.relevance_threshold)!r} AS DOUBLE))"
-
-
-def lists_run_past_k(opts: EvaluationOptions) -> bool:
-    """True when the ranked lists hold rows past the largest k (tied groups, or every candidate)."""
-    return opts.largest_k is not None and (opts.ties != "item" or opts.ideal == "candidates")
-
-
-def ideal_list(opts: EvaluationOptions, n: str) -> str:
-    """SQL, on a joined row (the ranked list with the judged list): the grades of the ideal list,
-    largest first, as the ``ideal`` option says (``n`` is SQL for the list's length).
-
-    ``"relevance"``: the judged grades above 0 (:data:`IDEAL`). ``"candidates"``: the
-    grades above 0 of the distinct recommended items, the whole list (scikit-learn's and
-    torchmetrics' ideal, from the scored rows' own labels). ``"k_relevant"``: k grades of 1
-    (RecTools' ideal with ``divide_by_achievable=False``; the list's length for the whole list).
-    """
-    empty = "CAST(array() AS array<double>)"
-    if opts.ideal == "k_relevant":
-        length = n if opts.largest_k is None else str(int(opts.largest_k))
-        return f"array_repeat(1.0D, {length})"
-    if opts.ideal == "candidates":
-        grade = f"element_at({JUDGED_RELEVANCE}, CAST(array_position({JUDGED_ITEMS}, i_x) AS INT))"
-        grades = (
-            f"filter(transform(array_intersect({_ranking.ITEMS}, {JUDGED_ITEMS}), i_x -> {grade}), i_g -> i_g > 0.0D)"
-        )
-        ideal = f"sort_array({grades}, false)"
-        if opts.largest_k is not None:
-            ideal = f"slice({ideal}, 1, {int(opts.largest_k)})"
-        return f"coalesce({ideal}, {empty})"
-    return f"coalesce({IDEAL}, {empty})"

@@ -1,13 +1,13 @@
 """Ranked lists: each user's top k recommendations, in position order.
 
-Reads the narrowed recommendations (:mod:`ndcg_spark._inputs`: segments, user, ``ITEM``,
-``ORDER``) and gives one row per list (segments, user) with:
+Reads the narrowed recommendations (segments, user, ``ITEM``, ``ORDER``) and gives one row per
+list (segments, user) with these columns of the contract (:mod:`ndcg_spark._columns`):
 
 =====================  ==================================================================
-:data:`ITEMS`          array: the items in position order, the first largest k (with ties
+``ITEMS``              array: the items in position order, the first largest k (with ties
                        not broken by item, whole tied groups past it)
-:data:`ORDERS`         array: their ordering keys (with a rank column, or ties not broken by item)
-:data:`REPEATED`       int: how many of the items repeat an earlier one
+``ORDERS``             array: their ordering keys (with a rank column, or ties not broken by item)
+``RANKED_REPEATS``     int: how many of the items repeat an earlier one
 =====================  ==================================================================
 
 Positions come from ``row_number()`` over the ordering key, then the item (ascending, or
@@ -24,14 +24,11 @@ from typing import Optional
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ndcg_spark._inputs import ITEM, ORDER, RowCount, counted, list_keys
+from ndcg_spark._columns import ITEM, ITEMS, ORDER, ORDERS, RANKED_REPEATS, list_keys, positions_as_given
+from ndcg_spark._counts import RowCount, counted
 from ndcg_spark._rules import RANK_TIE, guard_lists
 from ndcg_spark._sql import has_repeats, repeat_count
 from ndcg_spark.options import EvaluationOptions
-
-ITEMS = "__ndcg_items"
-ORDERS = "__ndcg_orders"
-REPEATED = "__ndcg_duplicate_recommendations"
 
 # Columns of the rows inside this stage.
 POSITION = "__ndcg_position"
@@ -69,14 +66,6 @@ def ranked_lists(recs: DataFrame, opts: EvaluationOptions, entered: Optional[Row
     )
 
 
-def positions_as_given(opts: EvaluationOptions) -> bool:
-    """True when the rank column's values are the positions (``positions = "as_given"`` with a rank column).
-
-    Without a rank column there are no given positions: scores are ranked 1, 2, ...
-    """
-    return opts.positions == "as_given" and bool(opts.rank_col)
-
-
 def with_position(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
     """Add each recommendation's 1-based position in its list (:data:`POSITION`).
 
@@ -101,7 +90,7 @@ def filter_top_k(df: DataFrame, k: Optional[int]) -> DataFrame:
 
 
 def collect_lists(ranked: DataFrame, opts: EvaluationOptions, keep: Optional[int] = None) -> DataFrame:
-    """One row per list from positioned rows: :data:`ITEMS`, :data:`ORDERS` and :data:`REPEATED`.
+    """One row per list from positioned rows: ``ITEMS``, ``ORDERS`` and ``RANKED_REPEATS``.
 
     The lists are collected as arrays of primitives (a list of structs costs about twice as
     much to aggregate). collect_list order is not defined after a shuffle, so the positions are
@@ -132,5 +121,5 @@ def collect_lists(ranked: DataFrame, opts: EvaluationOptions, keep: Optional[int
         *keys,
         f"{items} AS {ITEMS}",
         *([f"{orders} AS {ORDERS}"] if keep_order else []),
-        f"{repeat_count(items)} AS {REPEATED}",
+        f"{repeat_count(items)} AS {RANKED_REPEATS}",
     )

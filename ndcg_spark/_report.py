@@ -9,11 +9,12 @@ driver from those counts and the summary rows only.
 from __future__ import annotations
 
 import html
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from ndcg_spark._metrics import COMPANIONS
 from ndcg_spark._sql import ident
 from ndcg_spark.options import EvaluationOptions, k_label
 
@@ -148,19 +149,23 @@ def _segment(row: Dict[str, Any], group_by: Sequence[str]) -> str:
 
 def _table(metrics: List[Dict[str, Any]], group_by: Sequence[str]) -> str:
     columns = [*group_by, "k", "users", "mean_ndcg", "ndcg_ci_low", "ndcg_ci_high", "mean_dcg", "std_ndcg"]
-    columns += [
-        c for c in ("mean_precision", "mean_recall", "mean_ap", "mean_rr", "hit_rate") if metrics and c in metrics[0]
-    ]
+    columns += [m.summary for m in COMPANIONS if metrics and m.summary in metrics[0]]
+    return html_table(metrics, columns, "summary", ".4f")
+
+
+def html_table(rows: List[Dict[str, Any]], columns: Sequence[str], table_id: str, float_format: str) -> str:
+    """An HTML table of ``rows`` (dicts) under ``columns``: floats as ``float_format``, ``k`` as its label, ``-`` for none."""
+
+    def cell(column: str, value: Any) -> str:
+        if column == "k":
+            return k_label(value)
+        if isinstance(value, float):
+            return format(value, float_format)
+        return "-" if value is None else value
+
     head = "".join(f"<th>{_e(c)}</th>" for c in columns)
-    body = []
-    for row in metrics:
-        cells = []
-        for c in columns:
-            v = row.get(c)
-            text = k_label(v) if c == "k" else (f"{v:.4f}" if isinstance(v, float) else ("-" if v is None else v))
-            cells.append(f"<td>{_e(text)}</td>")
-        body.append("<tr>" + "".join(cells) + "</tr>")
-    return f'<table id="summary"><tr>{head}</tr>' + "".join(body) + "</table>"
+    body = ["<tr>" + "".join(f"<td>{_e(cell(c, row.get(c)))}</td>" for c in columns) + "</tr>" for row in rows]
+    return f'<table id="{table_id}"><tr>{head}</tr>' + "".join(body) + "</table>"
 
 
 def ndcg_curve(metrics: List[Dict[str, Any]], group_by: Sequence[str], width: int = 560, height: int = 320) -> str:
@@ -170,20 +175,8 @@ def ndcg_curve(metrics: List[Dict[str, Any]], group_by: Sequence[str], width: in
     segments: Dict[str, List[Dict[str, Any]]] = {}
     for m in finite:
         segments.setdefault(_segment(m, group_by), []).append(m)
-    left, right, top, bottom = 50, 20, 20, 40
-    w, h = width - left - right, height - top - bottom
-    # The legend goes below the plot, one segment a line, so a name of any length has the
-    # chart's whole width (and is cut with an ellipsis, in full in its tooltip, past that).
-    total = height + (LEGEND_LINE * len(segments) + 8 if ks else 0)
-    svg = [f'<svg id="ndcg-curve" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{total}" role="img">']
-    svg.append(f'<line x1="{left}" y1="{top + h}" x2="{left + w}" y2="{top + h}" stroke="#444"/>')
-    svg.append(f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + h}" stroke="#444"/>')
-    top_value = max([m["mean_ndcg"] for m in finite] + [1e-9])
-    y_max = min(1.0, _nice(top_value))
-    for i in range(5):
-        v = y_max * i / 4
-        y = top + h - h * v / y_max
-        svg.append(f'<text x="{left - 6}" y="{y + 4:.1f}" font-size="11" text-anchor="end">{v:.3g}</text>')
+    y_max = min(1.0, _nice(max([m["mean_ndcg"] for m in finite] + [1e-9])))
+    svg, (left, top, w, h) = _plot("ndcg-curve", width, height, len(segments) if ks else None, y_max)
     if not ks:
         svg.append(f'<text x="{left + 10}" y="{top + 20}">no finite cutoff</text></svg>')
         return "".join(svg)
@@ -194,20 +187,14 @@ def ndcg_curve(metrics: List[Dict[str, Any]], group_by: Sequence[str], width: in
     for k in ks:
         svg.append(f'<text x="{x_of(k):.1f}" y="{top + h + 16}" font-size="11" text-anchor="middle">{k}</text>')
     svg.append(f'<text x="{left + w / 2}" y="{height - 4}" font-size="12" text-anchor="middle">k</text>')
+
+    def y_of(r: Dict[str, Any]) -> float:
+        return top + h - h * r["mean_ndcg"] / y_max
+
     for i, (name, rows) in enumerate(sorted(segments.items())):
-        color = PALETTE[i % len(PALETTE)]
-        points = " ".join(
-            f"{x_of(r['k']):.1f},{top + h - h * r['mean_ndcg'] / y_max:.1f}" for r in sorted(rows, key=lambda r: r["k"])
-        )
-        svg.append(f'<polyline class="segment" fill="none" stroke="{color}" stroke-width="2" points="{points}"/>')
-        for r in rows:
-            svg.append(
-                f'<circle cx="{x_of(r["k"]):.1f}" cy="{top + h - h * r["mean_ndcg"] / y_max:.1f}" r="3" fill="{color}">'
-                f"<title>{_e(name)} k={r['k']}: {r['mean_ndcg']:.4f}</title></circle>"
-            )
-        y = height + LEGEND_LINE * i + 12
-        svg.append(f'<line x1="10" y1="{y - 4}" x2="30" y2="{y - 4}" stroke="{color}" stroke-width="2"/>')
-        svg.append(_label(name, 36, y, width - 36 - 8, 12, f'class="legend" fill="{color}"'))
+        line = [(x_of(r["k"]), y_of(r)) for r in sorted(rows, key=lambda r: r["k"])]
+        dots = [(x_of(r["k"]), y_of(r), f"{name} k={r['k']}: {r['mean_ndcg']:.4f}") for r in rows]
+        svg += _series(i, name, "segment", line, dots, width, height)
     svg.append("</svg>")
     return "".join(svg)
 
@@ -238,6 +225,52 @@ def histograms(rows: List[Dict[str, Any]], group_by: Sequence[str], bins: int = 
         svg.append("</svg>")
         out.append('<div class="small">' + "".join(svg) + "</div>")
     return out
+
+
+def _plot(
+    svg_id: str, width: int, height: int, legend_lines: Optional[int], y_max: float
+) -> Tuple[List[str], Tuple[int, int, int, int]]:
+    """The opening of a line chart: the SVG element, its two axes and the y axis' five ticks up to
+    ``y_max``; and the plot's (left, top, width, height). ``legend_lines``: the lines of the
+    legend below the plot (None: nothing is drawn, and no room is kept for a legend)."""
+    left, right, top, bottom = 50, 20, 20, 40
+    w, h = width - left - right, height - top - bottom
+    # The legend goes below the plot, one line a series, so a name of any length has the
+    # chart's whole width (and is cut with an ellipsis, in full in its tooltip, past that).
+    total = height + (LEGEND_LINE * legend_lines + 8 if legend_lines is not None else 0)
+    svg = [f'<svg id="{svg_id}" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{total}" role="img">']
+    svg.append(f'<line x1="{left}" y1="{top + h}" x2="{left + w}" y2="{top + h}" stroke="#444"/>')
+    svg.append(f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + h}" stroke="#444"/>')
+    for i in range(5):
+        svg.append(
+            f'<text x="{left - 6}" y="{top + h - h * i / 4 + 4:.1f}" font-size="11" text-anchor="end">'
+            f"{y_max * i / 4:.3g}</text>"
+        )
+    return svg, (left, top, w, h)
+
+
+def _series(
+    i: int,
+    name: str,
+    css_class: str,
+    line: List[Tuple[float, float]],
+    dots: List[Tuple[float, float, str]],
+    width: int,
+    height: int,
+) -> List[str]:
+    """The ``i``-th series of a line chart: its line through ``line`` (x, y), its points ``dots``
+    (x, y, tooltip) and its entry in the legend below the chart, in the ``i``-th colour."""
+    color = PALETTE[i % len(PALETTE)]
+    points = " ".join(f"{x:.1f},{y:.1f}" for x, y in line)
+    svg = [f'<polyline class="{css_class}" fill="none" stroke="{color}" stroke-width="2" points="{points}"/>']
+    svg += [
+        f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{color}"><title>{_e(tip)}</title></circle>'
+        for x, y, tip in dots
+    ]
+    y = height + LEGEND_LINE * i + 12
+    svg.append(f'<line x1="10" y1="{y - 4}" x2="30" y2="{y - 4}" stroke="{color}" stroke-width="2"/>')
+    svg.append(_label(name, 36, y, width - 36 - 8, 12, f'class="legend" fill="{color}"'))
+    return svg
 
 
 def _label(text: str, x: float, y: float, room: float, size: int, attributes: str = "") -> str:
@@ -271,18 +304,8 @@ def trend_chart(
     lines: Dict[tuple, List[Dict[str, Any]]] = {}
     for r in shown:
         lines.setdefault((_segment(r, group_by), r["k"] is None, r["k"] or 0), []).append(r)
-    left, right, top, bottom = 50, 20, 20, 40
-    w, h = width - left - right, height - top - bottom
-    total = height + (LEGEND_LINE * len(lines) + 8 if runs else 0)
-    svg = [f'<svg id="ndcg-trend" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{total}" role="img">']
-    svg.append(f'<line x1="{left}" y1="{top + h}" x2="{left + w}" y2="{top + h}" stroke="#444"/>')
-    svg.append(f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + h}" stroke="#444"/>')
     y_max = min(1.0, _nice(max([r.get("ndcg_ci_high") or r["mean_ndcg"] for r in shown] + [1e-9])))
-    for i in range(5):
-        v = y_max * i / 4
-        svg.append(
-            f'<text x="{left - 6}" y="{top + h - h * i / 4 + 4:.1f}" font-size="11" text-anchor="end">{v:.3g}</text>'
-        )
+    svg, (left, top, w, h) = _plot("ndcg-trend", width, height, len(lines) if runs else None, y_max)
     if not runs:
         svg.append(f'<text x="{left + 10}" y="{top + 20}">no complete run</text></svg>')
         return "".join(svg)
@@ -313,16 +336,11 @@ def trend_chart(
             edge += [(x_of(r[key]), y_of(r["ndcg_ci_low"])) for r in reversed(banded)]
             outline = " ".join(f"{x:.1f},{y:.1f}" for x, y in edge)
             svg.append(f'<polygon class="band" fill="{color}" fill-opacity="0.15" stroke="none" points="{outline}"/>')
-        line = " ".join(f"{x_of(r[key]):.1f},{y_of(r['mean_ndcg']):.1f}" for r in points)
-        svg.append(f'<polyline class="trend" fill="none" stroke="{color}" stroke-width="2" points="{line}"/>')
+        line = [(x_of(r[key]), y_of(r["mean_ndcg"])) for r in points]
+        dots = []
         for r in points:
             interval = f" [{r['ndcg_ci_low']:.4f}, {r['ndcg_ci_high']:.4f}]" if r in banded else ""
-            svg.append(
-                f'<circle cx="{x_of(r[key]):.1f}" cy="{y_of(r["mean_ndcg"]):.1f}" r="3" fill="{color}">'
-                f"<title>{_e(name)} {_e(r[key])}: {r['mean_ndcg']:.4f}{interval}</title></circle>"
-            )
-        y = height + LEGEND_LINE * i + 12
-        svg.append(f'<line x1="10" y1="{y - 4}" x2="30" y2="{y - 4}" stroke="{color}" stroke-width="2"/>')
-        svg.append(_label(name, 36, y, width - 36 - 8, 12, f'class="legend" fill="{color}"'))
+            dots.append((x_of(r[key]), y_of(r["mean_ndcg"]), f"{name} {r[key]}: {r['mean_ndcg']:.4f}{interval}"))
+        svg += _series(i, name, "trend", line, dots, width, height)
     svg.append("</svg>")
     return "".join(svg)

@@ -4,23 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from ndcg_spark._report import _e, page_head
+from ndcg_spark._metrics import COMPARISON_COLUMNS
+from ndcg_spark._report import _e, html_table, page_head
 from ndcg_spark.options import k_label
-
-COMPARISON_COLUMNS = (
-    "k",
-    "pairs",
-    "mean_ndcg_baseline",
-    "mean_ndcg_candidate",
-    "mean_difference",
-    "difference_ci_low",
-    "difference_ci_high",
-    "p_value",
-    "p_value_adjusted",
-    "wins",
-    "ties",
-    "losses",
-)
 
 
 def render_comparison(
@@ -33,18 +19,9 @@ def render_comparison(
     """The comparison page: the pairs' table (with the corrected p-values) and, per k, each
     pair's mean difference with its 95% interval; ``margins`` ({k: [margin, ...]}, from the
     non-inferiority gates) are drawn on their k's chart as dashed lines at -margin."""
-    columns = ["baseline_model", "candidate_model", *group_by, *COMPARISON_COLUMNS]
+    columns = ["baseline_model", "candidate_model", *group_by, "k", *(c for c, _ in COMPARISON_COLUMNS)]
     parts = page_head(title, notes)
-    head = "".join(f"<th>{_e(c)}</th>" for c in columns)
-    body = []
-    for row in rows:
-        cells = []
-        for c in columns:
-            v = row.get(c)
-            text = k_label(v) if c == "k" else (f"{v:.4g}" if isinstance(v, float) else ("-" if v is None else v))
-            cells.append(f"<td>{_e(text)}</td>")
-        body.append("<tr>" + "".join(cells) + "</tr>")
-    parts += ["<h2>Pairs</h2>", f'<table id="comparison"><tr>{head}</tr>' + "".join(body) + "</table>"]
+    parts += ["<h2>Pairs</h2>", html_table(rows, columns, "comparison", ".4g")]
     parts.append("<h2>Mean difference (candidate − baseline) with its 95% interval</h2>")
     for k in sorted({r["k"] for r in rows}, key=lambda k: (k is None, k or 0)):
         at_k = [r for r in rows if r["k"] == k]

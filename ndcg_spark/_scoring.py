@@ -1,8 +1,8 @@
 """Scoring: gains, tie averaging, the sums at each cutoff, and the companion metrics.
 
-Reads one row per list: the ranked list (:mod:`ndcg_spark._ranking`) fully outer-joined on the
-user with the judged list (:mod:`ndcg_spark._judged`), so either side may be null. Gives one row
-per (list, k):
+Reads one row per list: the ranked list fully outer-joined on the user with the judged list
+(their columns are the contract's, :mod:`ndcg_spark._columns`), so either side may be null.
+Gives one row per (list, k):
 
 ============================  ==========================================================
 segments, user                the list
@@ -11,8 +11,8 @@ segments, user                the list
 ``ndcg``
 ``n_recommended``             int: the list's length as evaluated (at most the largest k)
 ``n_relevant``                int: judged items with relevance above 0
-companion metrics             ``precision``, ``recall``, ``ap``, ``rr``, ``hit`` (when asked)
-:data:`CARRIED`               the counts the summary and the row accounting read
+companion metrics             those of :data:`ndcg_spark._metrics.COMPANIONS` (when asked)
+``CARRIED``                   the counts the summary and the row accounting read
 ============================  ==========================================================
 
 Each sum adds its terms left to right from position 1, so the same input gives the same bits.
@@ -20,15 +20,30 @@ Each sum adds its terms left to right from position 1, so the same input gives t
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import List, Optional
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ndcg_spark import _judged, _ranking, _rules
-from ndcg_spark._inputs import list_keys
-from ndcg_spark._judged import IDEAL, JUDGED_ITEMS, JUDGED_RELEVANCE, N_RELEVANT, N_RELEVANT_BINARY, is_relevant
-from ndcg_spark._ranking import ITEMS, ORDERS, positions_as_given
+from ndcg_spark import _rules
+from ndcg_spark._columns import (
+    CARRIED,
+    HAS_JUDGEMENTS,
+    IDEAL,
+    ITEMS,
+    JUDGED_ITEMS,
+    JUDGED_RELEVANCE,
+    JUDGED_REPEATS,
+    JUDGED_ROWS,
+    N_RELEVANT,
+    N_RELEVANT_BINARY,
+    ORDERS,
+    RANKED_REPEATS,
+    list_keys,
+    lists_run_past_k,
+    positions_as_given,
+)
+from ndcg_spark._metrics import COMPANIONS, companion_metrics, is_relevant
 from ndcg_spark._sql import (
     array_size,
     discount,
@@ -40,15 +55,6 @@ from ndcg_spark._sql import (
     repeat_count,
 )
 from ndcg_spark.options import EvaluationOptions
-
-#: Columns of the scored rows that carry counts from the two lists.
-CARRIED = (_judged.HAS_JUDGEMENTS, _ranking.REPEATED, _judged.REPEATED, _judged.ROWS)
-
-#: Companion metrics (``companion_metrics=True``), per (list, k).
-COMPANION_COLUMNS = ("precision", "recall", "ap", "rr", "hit")
-
-#: The figures of each (list, k), after the list and ``k``.
-FIGURES = ("cg", "dcg", "idcg", "ndcg", "n_recommended", N_RELEVANT)
 
 # Columns inside this stage.
 GAINS = "__ndcg_gains"
@@ -79,7 +85,7 @@ def with_gains(joined: DataFrame, opts: EvaluationOptions) -> DataFrame:
     (:func:`hits_of`).
     """
     n = array_size(ITEMS)
-    if _judged.lists_run_past_k(opts):
+    if lists_run_past_k(opts):
         # Tied rows past the largest k were kept for their gains only (or, with the ideal from the
         # candidates, for their grades): they are not recommendations.
         n = f"least({n}, {int(opts.largest_k)})"
@@ -91,7 +97,7 @@ def with_gains(joined: DataFrame, opts: EvaluationOptions) -> DataFrame:
         # Which positions hold an item's first occurrence, for the lists with a repeat only
         # (null: the user has no list). Each step in a projection of its own: the next one reads
         # it more than once.
-        order = f"CASE WHEN coalesce({_ranking.REPEATED}, 0) > 0 THEN {occurrence_order(ITEMS)} END"
+        order = f"CASE WHEN coalesce({RANKED_REPEATS}, 0) > 0 THEN {occurrence_order(ITEMS)} END"
         joined = joined.selectExpr("*", f"{order} AS {OCCURRENCES}").selectExpr(
             "*", f"{first_occurrences(OCCURRENCES)} AS {FIRSTS}"
         )
@@ -111,8 +117,8 @@ def with_gains(joined: DataFrame, opts: EvaluationOptions) -> DataFrame:
             f"coalesce({N_RELEVANT_BINARY}, 0) AS {N_RELEVANT_BINARY}",
         ]
     empty_items = f"CAST(array() AS {joined.schema[ITEMS].dataType.simpleString()})"
-    repeats = _ranking.REPEATED
-    if _judged.lists_run_past_k(opts):
+    repeats = RANKED_REPEATS
+    if lists_run_past_k(opts):
         # The repeats counted are those among the recommendations evaluated (the first k), not
         # in the tail kept for its gains or grades only.
         repeats = repeat_count(f"slice({ITEMS}, 1, {n})")
@@ -120,18 +126,41 @@ def with_gains(joined: DataFrame, opts: EvaluationOptions) -> DataFrame:
         *list_keys(joined.columns, opts),
         f"{n} AS n_recommended",
         f"coalesce({N_RELEVANT}, 0) AS {N_RELEVANT}",
-        f"{_judged.HAS_JUDGEMENTS} IS NOT NULL AS {_judged.HAS_JUDGEMENTS}",
-        f"coalesce({repeats}, 0) AS {_ranking.REPEATED}",
-        f"coalesce({_judged.REPEATED}, 0) AS {_judged.REPEATED}",
-        f"coalesce({_judged.ROWS}, 0) AS {_judged.ROWS}",
+        f"{HAS_JUDGEMENTS} IS NOT NULL AS {HAS_JUDGEMENTS}",
+        f"coalesce({repeats}, 0) AS {RANKED_REPEATS}",
+        f"coalesce({JUDGED_REPEATS}, 0) AS {JUDGED_REPEATS}",
+        f"coalesce({JUDGED_ROWS}, 0) AS {JUDGED_ROWS}",
         f"coalesce({ITEMS}, {empty_items}) AS {ITEMS}",
         JUDGED_ITEMS,
         JUDGED_RELEVANCE,
-        f"{_judged.ideal_list(opts, n)} AS {IDEAL}",
+        f"{ideal_list(opts, n)} AS {IDEAL}",
         # Given ranks are the positions: the hits read them.
         *([ORDERS] if positions_as_given(opts) else []),
         *extra,
     )
+
+
+def ideal_list(opts: EvaluationOptions, n: str) -> str:
+    """SQL, on a joined row (the ranked list with the judged list): the grades of the ideal list,
+    largest first, as the ``ideal`` option says (``n`` is SQL for the list's length).
+
+    ``"relevance"``: the judged grades above 0 (``IDEAL``). ``"candidates"``: the
+    grades above 0 of the distinct recommended items, the whole list (scikit-learn's and
+    torchmetrics' ideal, from the scored rows' own labels). ``"k_relevant"``: k grades of 1
+    (RecTools' ideal with ``divide_by_achievable=False``; the list's length for the whole list).
+    """
+    empty = "CAST(array() AS array<double>)"
+    if opts.ideal == "k_relevant":
+        length = n if opts.largest_k is None else str(int(opts.largest_k))
+        return f"array_repeat(1.0D, {length})"
+    if opts.ideal == "candidates":
+        grade = f"element_at({JUDGED_RELEVANCE}, CAST(array_position({JUDGED_ITEMS}, i_x) AS INT))"
+        grades = f"filter(transform(array_intersect({ITEMS}, {JUDGED_ITEMS}), i_x -> {grade}), i_g -> i_g > 0.0D)"
+        ideal = f"sort_array({grades}, false)"
+        if opts.largest_k is not None:
+            ideal = f"slice({ideal}, 1, {int(opts.largest_k)})"
+        return f"coalesce({ideal}, {empty})"
+    return f"coalesce({IDEAL}, {empty})"
 
 
 def _position(index: str, opts: EvaluationOptions) -> str:
@@ -229,26 +258,6 @@ def hits_of(opts: EvaluationOptions) -> str:
     return f"coalesce({terms}, {empty})"
 
 
-def companion_metrics(hit_positions: str, n_relevant: str, cut: str) -> Dict[str, str]:
-    """SQL for precision, recall, AP, RR and hit at cutoff ``cut`` from the 1-based positions of the hits.
-
-    As trec_eval: precision divides by k even for a shorter list (P_k), recall and AP by the
-    number of relevant judged items (recall_k, map_cut_k); RR is 1/rank of the first hit within k.
-    """
-    within = f"filter({hit_positions}, c_p -> c_p <= {cut})"
-    hits = f"CAST(size({within}) AS DOUBLE)"
-    safe_r = f"(CASE WHEN {n_relevant} > 0 THEN CAST({n_relevant} AS DOUBLE) END)"
-    ap_sum = f"aggregate(transform({within}, (c_p, c_j) -> CAST(c_j + 1 AS DOUBLE) / c_p), 0.0D, (c_acc, c_x) -> c_acc + c_x)"
-    first = f"try_element_at({within}, 1)"
-    return {
-        "precision": f"coalesce({hits} / CASE WHEN {cut} > 0 THEN CAST({cut} AS DOUBLE) END, 0.0D)",
-        "recall": f"coalesce({hits} / {safe_r}, 0.0D)",
-        "ap": f"coalesce({ap_sum} / {safe_r}, 0.0D)",
-        "rr": f"coalesce(1.0D / {first}, 0.0D)",
-        "hit": f"CASE WHEN {hits} > 0 THEN 1.0D ELSE 0.0D END",
-    }
-
-
 def _cut(k: Optional[int]) -> str:
     return "n_recommended" if k is None else str(int(k))
 
@@ -319,7 +328,7 @@ def with_cutoffs(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
         f"coalesce({pick('cg')}, 0.0D) AS cg",
         f"{dcg} AS dcg",
         f"{idcg} AS idcg",
-        *[f"{pick(name)} AS {name}" for name in (COMPANION_COLUMNS if opts.companion_metrics else ())],
+        *[f"{pick(name)} AS {name}" for name in ([m.name for m in COMPANIONS] if opts.companion_metrics else ())],
         f"CASE WHEN {idcg} > 0 THEN {dcg} / {idcg} {_zero_idcg_one(opts)}ELSE 0.0D END AS ndcg",
     )
 

@@ -1,8 +1,8 @@
 """Summary: who the policies leave out, the means and their intervals, and the row accounting.
 
-Reads the scored rows (:mod:`ndcg_spark._scoring`, one per (list, k), segment columns of the
-user attributes joined) and adds :data:`EXCLUDED`, true for a user the policies leave out of
-``per_user`` and the means (such users are still counted).
+Reads the scored rows (one per (list, k), segment columns of the user attributes joined; their
+internal columns are the contract's, :mod:`ndcg_spark._columns`) and adds ``EXCLUDED``, true
+for a user the policies leave out of ``per_user`` and the means (such users are still counted).
 """
 
 from __future__ import annotations
@@ -13,12 +13,11 @@ from typing import Sequence
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from ndcg_spark import _inputs, _judged, _ranking
+from ndcg_spark._columns import EXCLUDED, HAS_ATTRIBUTES, HAS_JUDGEMENTS, JUDGED_REPEATS, JUDGED_ROWS, RANKED_REPEATS
+from ndcg_spark._metrics import COMPANIONS, CORE
 from ndcg_spark._sql import ident, string_literal
 from ndcg_spark.errors import input_check
 from ndcg_spark.options import EvaluationOptions
-
-EXCLUDED = "__ndcg_excluded"
 
 #: Normal quantile of a two-sided 95% interval.
 Z_95 = 1.959963984540054
@@ -41,8 +40,8 @@ def excluded(n_recommended: str, n_relevant: str, opts: EvaluationOptions, has_j
 
 
 def with_exclusions(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
-    """Add :data:`EXCLUDED` from each row's counts."""
-    rule = excluded("n_recommended", "n_relevant", opts, _judged.HAS_JUDGEMENTS)
+    """Add ``EXCLUDED`` from each row's counts."""
+    rule = excluded("n_recommended", "n_relevant", opts, HAS_JUDGEMENTS)
     return df.selectExpr("*", f"{rule} AS {EXCLUDED}")
 
 
@@ -56,32 +55,23 @@ def summarize(scored: DataFrame, opts: EvaluationOptions) -> DataFrame:
     def mean(name: str) -> str:
         return f"avg(CASE WHEN {included} THEN {name} END)"
 
-    companions = []
-    if opts.companion_metrics:
-        companions = [
-            f"{mean('precision')} AS mean_precision",
-            f"{mean('recall')} AS mean_recall",
-            f"{mean('ap')} AS mean_ap",
-            f"{mean('rr')} AS mean_rr",
-            f"{mean('hit')} AS hit_rate",
-        ]
+    companions = [f"{mean(m.name)} AS {m.summary}" for m in COMPANIONS] if opts.companion_metrics else []
     aggregates = [
         f"{count_if(included)} AS users",
-        f"{mean('ndcg')} AS mean_ndcg",
-        f"{mean('dcg')} AS mean_dcg",
+        *[f"{mean(m.name)} AS {m.summary}" for m in CORE if m.summary],
         f"stddev_samp(CASE WHEN {included} THEN ndcg END) AS std_ndcg",
         *companions,
         f"{count_if('n_relevant = 0')} AS users_zero_idcg",
         f"{count_if('n_recommended = 0')} AS users_without_recommendations",
-        f"{count_if(f'NOT {_judged.HAS_JUDGEMENTS}')} AS users_without_relevance",
+        f"{count_if(f'NOT {HAS_JUDGEMENTS}')} AS users_without_relevance",
         *(
-            [f"{count_if(f'NOT {_inputs.HAS_ATTRIBUTES}')} AS users_without_attributes"]
-            if _inputs.HAS_ATTRIBUTES in scored.columns
+            [f"{count_if(f'NOT {HAS_ATTRIBUTES}')} AS users_without_attributes"]
+            if HAS_ATTRIBUTES in scored.columns
             else []
         ),
         f"{count_if(EXCLUDED)} AS users_excluded",
-        f"CAST(sum({_ranking.REPEATED}) AS BIGINT) AS duplicate_recommendations",
-        f"CAST(sum({_judged.REPEATED}) AS BIGINT) AS duplicate_relevance",
+        f"CAST(sum({RANKED_REPEATS}) AS BIGINT) AS duplicate_recommendations",
+        f"CAST(sum({JUDGED_REPEATS}) AS BIGINT) AS duplicate_relevance",
     ]
     keys = [ident(c) for c in (*opts.group_by, "k")]
     summary = scored.groupBy(*[F.col(c) for c in keys]).agg(*[F.expr(a) for a in aggregates])
@@ -199,7 +189,7 @@ def accounting(scored: DataFrame, opts: EvaluationOptions) -> DataFrame:
     """
     one_k = scored.filter(F.col("k").eqNullSafe(F.lit(opts.cutoffs[0])))
     is_excluded = F.col(EXCLUDED)
-    firsts = F.col("n_recommended") - F.col(_ranking.REPEATED)
+    firsts = F.col("n_recommended") - F.col(RANKED_REPEATS)
     user = F.col(ident(opts.user_col))
 
     def total(c: Column) -> Column:
@@ -208,10 +198,10 @@ def accounting(scored: DataFrame, opts: EvaluationOptions) -> DataFrame:
     per_user = one_k.select(
         user,
         F.when(~is_excluded, firsts).cast("long").alias("used"),
-        F.col(_ranking.REPEATED).cast("long").alias("repeated"),
+        F.col(RANKED_REPEATS).cast("long").alias("repeated"),
         F.when(is_excluded, firsts).cast("long").alias("excluded"),
-        (F.col(_judged.ROWS) - F.col(_judged.REPEATED)).cast("long").alias("judged"),
-        F.col(_judged.REPEATED).cast("long").alias("collapsed"),
+        (F.col(JUDGED_ROWS) - F.col(JUDGED_REPEATS)).cast("long").alias("judged"),
+        F.col(JUDGED_REPEATS).cast("long").alias("collapsed"),
         F.col("n_recommended").cast("long").alias("listed"),
         F.lit(1).cast("long").alias("rows"),
         is_excluded.cast("long").alias("rows_excluded"),

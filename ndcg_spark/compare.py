@@ -18,12 +18,13 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ndcg_spark import _inputs
-from ndcg_spark._judged import HAS_JUDGEMENTS
+from ndcg_spark._columns import EXCLUDED
+from ndcg_spark._counts import RowCount, counted
 from ndcg_spark._sql import ident
 from ndcg_spark._stats import CORRECTIONS, adjust_p_values, paired_t_test
-from ndcg_spark._summary import EXCLUDED, excluded, join_null_safe
+from ndcg_spark._summary import excluded, join_null_safe
 from ndcg_spark.errors import ConfigError, InputDataError
-from ndcg_spark.evaluation import evaluate
+from ndcg_spark.evaluation import EvaluationResult, evaluate, evaluate_rows
 from ndcg_spark.options import EvaluationOptions, resolve
 
 
@@ -109,22 +110,23 @@ def compare(
     (2, 1, 1, 0.1845)
     """
     opts = resolve(options, option_values)
-    scored = [evaluate(recs, relevance, opts, user_attributes=user_attributes).scored for recs in (baseline, candidate)]
-    return paired(scored[0], scored[1], opts)
+    results = [evaluate(recs, relevance, opts, user_attributes=user_attributes) for recs in (baseline, candidate)]
+    return paired(results[0], results[1], opts)
 
 
-def paired(baseline_scored: DataFrame, candidate_scored: DataFrame, opts: EvaluationOptions) -> ComparisonResult:
-    """The comparison of two models' :attr:`EvaluationResult.scored <ndcg_spark.EvaluationResult.scored>` frames."""
+def paired(baseline: EvaluationResult, candidate: EvaluationResult, opts: EvaluationOptions) -> ComparisonResult:
+    """The comparison of two models' evaluations, from their figures for every user
+    (:meth:`EvaluationResult.every_user <ndcg_spark.EvaluationResult.every_user>`)."""
     keys = [*opts.group_by, opts.user_col, "k"]
     sides = []
-    for name, scored in (("baseline", baseline_scored), ("candidate", candidate_scored)):
+    for name, result in (("baseline", baseline), ("candidate", candidate)):
         sides.append(
-            scored.select(
+            result.every_user().select(
                 *[F.col(ident(c)) for c in keys],
                 F.col("ndcg").alias(f"ndcg_{name}"),
                 F.col("n_recommended").alias(f"__n_recommended_{name}"),
                 F.col("n_relevant").alias(f"__n_relevant_{name}"),
-                F.col(HAS_JUDGEMENTS).alias(f"__judged_{name}"),
+                F.col("has_relevance").alias(f"__judged_{name}"),
                 F.lit(True).alias(f"__present_{name}"),
             )
         )
@@ -195,9 +197,9 @@ class ModelComparison:
     ----------
     pairs : list of (str, str)
         (baseline, candidate) model names, in the order compared.
-    scored : dict of str to DataFrame
-        Each model's :attr:`EvaluationResult.scored <ndcg_spark.EvaluationResult.scored>`
-        (every model is evaluated once, whatever the number of pairs it is in).
+    evaluations : dict of str to EvaluationResult
+        Each model's evaluation (every model is evaluated once, whatever the number of pairs it
+        is in).
     correction : {"holm", "bonferroni"}
         The multiple-testing correction of :meth:`report`.
     options : EvaluationOptions
@@ -208,10 +210,10 @@ class ModelComparison:
     """
 
     pairs: List[Tuple[str, str]]
-    scored: Dict[str, DataFrame]
+    evaluations: Dict[str, EvaluationResult]
     correction: str
     options: EvaluationOptions
-    counts: Dict[Optional[str], _inputs.RowCount] = field(default_factory=dict)
+    counts: Dict[Optional[str], RowCount] = field(default_factory=dict)
 
     def input_rows(self) -> Dict[str, Dict[str, int]]:
         """{model: {"recommendations": rows, "relevance": rows}}, the rows each model's
@@ -223,16 +225,16 @@ class ModelComparison:
     @property
     def results(self) -> List[ComparisonResult]:
         """The paired comparison of each pair, in the order of ``pairs``."""
-        return [paired(self.scored[a], self.scored[b], self.options) for a, b in self.pairs]
+        return [paired(self.evaluations[a], self.evaluations[b], self.options) for a, b in self.pairs]
 
     def persist(self) -> ModelComparison:
         """Cache each model's per-user figures, so every pair and output reads them once."""
-        return replace(self, scored={name: df.persist() for name, df in self.scored.items()})
+        return replace(self, evaluations={name: r.persist() for name, r in self.evaluations.items()})
 
     def unpersist(self) -> None:
         """Drop the caches of :meth:`persist`."""
-        for df in self.scored.values():
-            df.unpersist()
+        for result in self.evaluations.values():
+            result.unpersist()
 
     @property
     def per_user(self) -> DataFrame:
@@ -355,14 +357,13 @@ def compare_models(
         first = baseline if baseline is not None else names[0]
         chosen = [(first, name) for name in names if name != first]
     # Each table's rows are counted on its evaluation's pass (the 'array' layout as the rows it holds).
-    counts: Dict[Optional[str], _inputs.RowCount] = {}
-    relevance, counts[None] = _inputs.counted(relevance)
-    scored = {}
+    counts: Dict[Optional[str], RowCount] = {}
+    relevance, counts[None] = counted(relevance)
+    evaluations = {}
     for name, df in tables.items():
-        rows, model_opts = _inputs.as_rows(df, opts)
-        rows, counts[name] = _inputs.counted(rows)
-        scored[name] = evaluate(rows, relevance, model_opts, user_attributes=user_attributes).scored
-    return ModelComparison(pairs=chosen, scored=scored, correction=correction, options=opts, counts=counts)
+        rows, counts[name] = counted(_inputs.as_rows(df, opts))
+        evaluations[name] = evaluate_rows(rows, relevance, opts, user_attributes)
+    return ModelComparison(pairs=chosen, evaluations=evaluations, correction=correction, options=opts, counts=counts)
 
 
 def _models_by_name(

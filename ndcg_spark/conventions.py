@@ -26,6 +26,16 @@ from typing import Any, Dict, Optional
 # of a relevance of 1. Their presets keep the linear gain, so graded input keeps its grades.
 _BINARY_TOP_K = {"zero_idcg": "exclude"}
 
+# trec_eval's settings, which ir_measures runs too.
+_TREC_EVAL = {
+    "gain": "linear",
+    "tie_break": "item_descending",
+    "whole_list": "all_judged",
+    "no_recommendations": "exclude",
+    "no_relevance": "exclude",
+    "negative_relevance": "unjudged",
+}
+
 #: name -> {option: value}. The keys are EvaluationOptions fields.
 PRESETS: Dict[str, Dict[str, Any]] = {
     # RankingMetrics.ndcgAt with relevance values: (2^rel - 1) / ln(i + 2), ideal from the labels,
@@ -34,23 +44,9 @@ PRESETS: Dict[str, Dict[str, Any]] = {
     # m_ndcg.c / m_ndcg_cut.c: linear gain (relevance level), ties by docno descending, ideal
     # over every judged document (ndcg without a cutoff), only topics in both the run and the
     # qrels averaged (without -c), a grade below 0 not judged (form_res_rels.c), so unmapped.
-    "trec_eval": {
-        "gain": "linear",
-        "tie_break": "item_descending",
-        "whole_list": "all_judged",
-        "no_recommendations": "exclude",
-        "no_relevance": "exclude",
-        "negative_relevance": "unjudged",
-    },
+    "trec_eval": _TREC_EVAL,
     # ir_measures' nDCG and nDCG@k run on pytrec_eval (trec_eval's ndcg and ndcg_cut).
-    "ir_measures": {
-        "gain": "linear",
-        "tie_break": "item_descending",
-        "whole_list": "all_judged",
-        "no_recommendations": "exclude",
-        "no_relevance": "exclude",
-        "negative_relevance": "unjudged",
-    },
+    "ir_measures": _TREC_EVAL,
     # sklearn.metrics.ndcg_score: y_true as the gain, tied scores averaged, the ideal from the
     # same row's y_true (the candidates), all-zero rows score 0.
     "sklearn": {"gain": "linear", "ties": "average", "ideal": "candidates"},

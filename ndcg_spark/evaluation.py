@@ -1,6 +1,7 @@
 """``evaluate``: per-user CG, DCG, IDCG and NDCG@k, and their summary, as lazy DataFrames.
 
-The stages, each a module of its own that owns the columns it adds:
+The stages, each a module of its own that writes columns of the contract
+(:mod:`~ndcg_spark._columns`) and reads only the contract's, never another stage's module:
 
 1. :mod:`~ndcg_spark._inputs`: the array layout as rows, the tables' shapes checked, the
    inputs narrowed to what the metric reads;
@@ -21,6 +22,8 @@ Expressions are Spark SQL text (:mod:`ndcg_spark._sql`): the same built-in funct
 
 from __future__ import annotations
 
+import functools
+import operator
 from dataclasses import dataclass, replace
 from typing import Any, Dict, Optional
 
@@ -28,6 +31,9 @@ from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
 from ndcg_spark import _inputs, _judged, _ranking, _rules, _scoring, _summary
+from ndcg_spark._columns import EXCLUDED, FIGURES, HAS_JUDGEMENTS, both_sides_kept
+from ndcg_spark._counts import RowCount
+from ndcg_spark._metrics import COMPANIONS
 from ndcg_spark._sql import ident
 from ndcg_spark.options import EvaluationOptions, resolve
 
@@ -38,11 +44,8 @@ class EvaluationResult:
 
     Attributes
     ----------
-    scored : DataFrame
-        One row per (segment, user, k) for every user, excluded ones included, with the policy
-        flag. ``per_user``, ``summary`` and the row accounting are derived from it.
     options : EvaluationOptions
-        The options the figures were computed with.
+        The options the figures were computed with, as the caller gave them (resolved).
     rejected : dict of str to DataFrame, optional
         Under ``on_invalid_rows = "quarantine"``, the rows set aside per table
         (``"recommendations"``, ``"relevance"``), with a ``reason`` column.
@@ -64,28 +67,35 @@ class EvaluationResult:
     <BLANKLINE>
     """
 
-    scored: DataFrame
+    #: One row per (segment, user, k) for every user, excluded ones included, with the policy
+    #: flag and the contract's carried counts: everything else is derived from it.
+    _scored: DataFrame
     options: EvaluationOptions
     rejected: Optional[Dict[str, DataFrame]] = None
-    ranked_rows: Optional[_inputs.RowCount] = None
+    ranked_rows: Optional[RowCount] = None
 
     @property
     def per_user(self) -> DataFrame:
         """Long form: segment columns, user, ``k`` (null for the whole list), cg, dcg, idcg, ndcg,
         n_recommended, n_relevant (and the companion metrics when asked for)."""
-        extra = _scoring.COMPANION_COLUMNS if self.options.companion_metrics else ()
-        columns = [*self.options.group_by, self.options.user_col, "k", *_scoring.FIGURES, *extra]
-        # The two repeat counts (one from each side of the join, never negative) are read so that
-        # no action that reads one side only (a count) lets Spark drop the other side and its checks.
-        kept = ~F.col(_summary.EXCLUDED) & (F.col(_ranking.REPEATED) >= 0) & (F.col(_judged.REPEATED) >= 0)
-        return self.scored.filter(kept).select(*[F.col(ident(c)) for c in columns])
+        extra = [m.name for m in COMPANIONS] if self.options.companion_metrics else []
+        columns = [*self.options.group_by, self.options.user_col, "k", *FIGURES, *extra]
+        kept = functools.reduce(operator.and_, both_sides_kept(), ~F.col(EXCLUDED))
+        return self._scored.filter(kept).select(*[F.col(ident(c)) for c in columns])
+
+    def every_user(self) -> DataFrame:
+        """Every (segment, user, k), those the exclusion policies leave out too: segment columns,
+        user, ``k``, ``ndcg``, ``n_recommended``, ``n_relevant`` and ``has_relevance`` (whether
+        the user has relevance rows), the counts the policies read (as :func:`compare` pairs them)."""
+        keys = [*self.options.group_by, self.options.user_col, "k", "ndcg", "n_recommended", "n_relevant"]
+        return self._scored.select(*[F.col(ident(c)) for c in keys], F.col(HAS_JUDGEMENTS).alias("has_relevance"))
 
     @property
     def summary(self) -> DataFrame:
         """One row per segment and k (k ascending, the whole-list cutoff last): the number of
         users, mean NDCG with its 95% interval, mean DCG, std of NDCG, policy counts (and the
         companion metrics' means when asked for)."""
-        return _summary.summarize(self.scored, self.options)
+        return _summary.summarize(self._scored, self.options)
 
     def row_accounting(self) -> Dict[str, int]:
         """Sums that account for the input rows that reached the metric (one small job).
@@ -95,17 +105,17 @@ class EvaluationResult:
         on the first action that computed the lists, this one if none did) less the rows the
         lists hold. The job checks that the rows read add up to these and the rows set aside.
         """
-        sums = _summary.accounting(self.scored, self.options).first().asDict()
+        sums = _summary.accounting(self._scored, self.options).first().asDict()
         sums["recommendations_beyond_k"] = self.ranked_rows.rows() - sums.pop("recommendations_listed")
         return sums
 
     def persist(self) -> EvaluationResult:
         """Cache the per-user figures so ``per_user`` and ``summary`` share one computation."""
-        return replace(self, scored=self.scored.persist())
+        return replace(self, _scored=self._scored.persist())
 
     def unpersist(self) -> None:
         """Drop the cache of :meth:`persist`."""
-        self.scored.unpersist()
+        self._scored.unpersist()
 
 
 def evaluate(
@@ -156,7 +166,21 @@ def evaluate(
     [0.0, 0.6309]
     """
     opts = resolve(options, option_values)
-    recommendations, opts = _inputs.as_rows(recommendations, opts)
+    return evaluate_rows(_inputs.as_rows(recommendations, opts), relevance, opts, user_attributes)
+
+
+def evaluate_rows(
+    recommendations: DataFrame,
+    relevance: DataFrame,
+    options: EvaluationOptions,
+    user_attributes: Optional[DataFrame] = None,
+) -> EvaluationResult:
+    """:func:`evaluate` of recommendations already in the rows layout (:func:`ndcg_spark._inputs.as_rows`).
+
+    ``options`` are the caller's (resolved), kept as they are in the result; the stages read
+    the rows with :func:`ndcg_spark._inputs.reading_options`.
+    """
+    opts = _inputs.reading_options(options)
     _inputs.check_segments(recommendations, user_attributes, opts)
     _inputs.check_tables(recommendations, relevance, opts)
     # Read before the row rules: a segment whose every row is set aside is still a segment.
@@ -170,7 +194,7 @@ def evaluate(
         recommendations = _rules.guard_rows(recommendations, "recommendations", opts)
         relevance = _rules.guard_rows(relevance, "relevance", opts)
     recs, rel = _inputs.narrow(recommendations, relevance, opts)
-    ranked_rows = _inputs.RowCount(recs, Observation())
+    ranked_rows = RowCount(recs, Observation())
     scored = (
         join_lists(
             recs.transform(_ranking.ranked_lists, opts, ranked_rows),
@@ -182,7 +206,7 @@ def evaluate(
         .transform(_summary.with_exclusions, opts)
         .transform(_inputs.with_user_attributes, user_attributes, opts)
     )
-    return EvaluationResult(scored=scored, options=opts, rejected=rejected, ranked_rows=ranked_rows)
+    return EvaluationResult(_scored=scored, options=options, rejected=rejected, ranked_rows=ranked_rows)
 
 
 def join_lists(lists: DataFrame, judged: DataFrame, served: Optional[DataFrame], opts: EvaluationOptions) -> DataFrame:

@@ -106,7 +106,8 @@ def validate(
     {'null_score': 1}
     """
     opts = resolve(options, option_values)
-    recommendations, opts = _inputs.as_rows(recommendations, opts)
+    recommendations = _inputs.as_rows(recommendations, opts)
+    opts = _inputs.reading_options(opts)
     _inputs.check_tables(recommendations, relevance, opts)
     reports = {}
     for table, df in (("recommendations", recommendations), ("relevance", relevance)):

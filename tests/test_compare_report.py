@@ -33,7 +33,7 @@ def two_models(spark):
     return baseline_df, candidate_df, rel_df
 
 
-# The whole list (k null in the output) once failed to pair any user: a null key never equals a null key.
+# The whole list (k null in the output) pairs its users although a null key never equals a null key.
 @pytest.mark.parametrize("cutoffs", [[5, 10], [10, None]])
 def test_compare_matches_separate_evaluations_and_scipy(spark, two_models, cutoffs):
     baseline, candidate, rel = two_models

@@ -11,7 +11,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import functions as F
 from sklearn.metrics import ndcg_score
 
-from ndcg_spark import _scoring, evaluate
+from ndcg_spark import EvaluationOptions, _scoring, evaluate
 from tests.helpers import frames, random_graded
 
 
@@ -99,7 +99,7 @@ def test_bootstrap_interval_of_a_tiny_group(spark):
 
 
 def test_bootstrap_interval_for_every_cutoff_and_the_whole_list(spark, graded):
-    # The whole list's k is null: its interval once came back null (a null key joins nothing).
+    # The whole list's k is null, and a null key joins nothing: its interval must still be there.
     _, _, (recs, rel) = graded
     options = dict(k=[10, None], confidence_interval="bootstrap", bootstrap_samples=200, seed=7)
     rows = evaluate(recs, rel, **options).summary.collect()
@@ -164,6 +164,31 @@ def test_companion_metrics_match_ranking_evaluator_on_binary_data(spark):
     ]:
         spark_value = RankingEvaluator(metricName=metric, k=k).evaluate(df)
         assert ours_value == pytest.approx(spark_value, abs=1e-9), metric
+
+
+def test_each_companion_metric_is_averaged_and_shown_everywhere(spark):
+    """Every metric of the registry has its per-user column, its mean over the included users in
+    the summary (checked against the per-user figures averaged here), a column of the report's
+    table, a header of the console's and a metric of MLflow's."""
+    from ndcg_spark._metrics import COMPANIONS
+    from ndcg_spark._report import render
+    from ndcg_spark.job.console import format_summary
+    from ndcg_spark.job.tracking import metric_rows
+
+    recs, rels = random_graded(seed=3, users=12)
+    result = evaluate(*frames(spark, recs, rels), k=[2, None], companion_metrics=True, zero_idcg="exclude")
+    per_user = [r.asDict() for r in result.per_user.collect()]
+    summary = [r.asDict() for r in result.summary.collect()]
+    page = render(summary, [])
+    console = format_summary(summary).splitlines()[0].split()
+    logged = {name for name, _ in metric_rows({"metrics": summary})}
+    for metric in COMPANIONS:
+        for row in summary:
+            values = [u[metric.name] for u in per_user if u["k"] == row["k"]]
+            assert row[metric.summary] == pytest.approx(sum(values) / len(values), abs=1e-12), metric.name
+        assert f"<th>{metric.summary}</th>" in page
+        assert metric.header in console
+        assert {f"{metric.summary}_at_2", f"{metric.summary}_at_all"} <= logged
 
 
 def test_relevance_threshold(spark):
@@ -321,5 +346,8 @@ def test_als_recommend_for_all_users_as_input(spark, data_dir):
     assert_df_equality(as_array.per_user.orderBy("userId", "k"), as_rows.per_user.orderBy("userId", "k"))
     by_order = evaluate(als_output, relevance, recommendations_layout="array", array_ranking="order", **options)
     assert_df_equality(by_order.per_user.orderBy("userId", "k"), as_rows.per_user.orderBy("userId", "k"))
+    # The result's options are the ones asked for: the array position is ranked without a rank column.
+    asked = EvaluationOptions(recommendations_layout="array", array_ranking="order", **options)
+    assert by_order.options == asked and by_order.options.rank_col is None
     summary = as_array.summary.collect()
     assert summary[0].users > 50 and 0.0 <= summary[1].mean_ndcg <= 1.0

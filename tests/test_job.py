@@ -172,7 +172,7 @@ def test_bad_flags_exit_2_with_one_line(suite_inputs, tmp_path, capsys, argv, co
 
 @pytest.mark.parametrize("argv", [["--help"], ["compare", "--help"]])
 def test_help_prints_every_option_and_exits_0(argv, capsys):
-    # Help strings go through argparse's %-formatting: a literal "95%" once made --help crash.
+    # Help strings go through argparse's %-formatting: a literal "95%" must not make --help crash.
     assert run(argv) == EXIT_OK
     out, err = capsys.readouterr()
     assert "--confidence-interval" in out and "95% interval" in out and "--zero-idcg" in out

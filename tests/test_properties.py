@@ -6,7 +6,7 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
-from ndcg_spark import _inputs, _judged, _ranking, evaluate
+from ndcg_spark import _columns, _judged, _ranking, evaluate
 from ndcg_spark.options import EvaluationOptions
 from tests.helpers import frames, random_graded, reference_ndcg
 
@@ -64,12 +64,12 @@ def test_lists_that_arrive_out_of_position_order_are_sorted(spark):
     """
     ranked = spark.createDataFrame(
         [(1, 30, 3), (1, 10, 1), (1, 20, 2), (2, 7, 2), (2, 7, 1), (3, 5, 1)],
-        f"user_id int, {_inputs.ITEM} int, {_ranking.POSITION} int",
+        f"user_id int, {_columns.ITEM} int, {_ranking.POSITION} int",
     ).coalesce(1)
     lists = _ranking.collect_lists(ranked, EvaluationOptions(k=3))
     expected = spark.createDataFrame(
         [(1, [10, 20, 30], 0), (2, [7, 7], 1), (3, [5], 0)],
-        f"user_id int, {_ranking.ITEMS} array<int>, {_ranking.REPEATED} int",
+        f"user_id int, {_columns.ITEMS} array<int>, {_columns.RANKED_REPEATS} int",
     )
     assert_df_equality(lists, expected, ignore_row_order=True, ignore_nullable=True)
 
@@ -83,17 +83,17 @@ def test_relevance_lists_ideal_holds_the_grades_above_zero_largest_first(spark, 
     (a 0 adds nothing to IDCG); the judged lists keep every row, 0 grades included."""
     rel = spark.createDataFrame(
         [(1, "a", 2.0), (1, "b", 0.0), (1, "c", 3.0), (1, "d", 2.0), (2, "e", 0.0), (2, "f", 0.0), (3, "g", 1.0)],
-        f"user_id int, {_inputs.ITEM} string, {_inputs.REL} double",
+        f"user_id int, {_columns.ITEM} string, {_columns.REL} double",
     )
     lists = _judged.judged_lists(rel, EvaluationOptions(k=k))
     # collect_list order is not defined after the shuffle: the judged pairs are compared sorted.
     actual = lists.select(
         "user_id",
-        F.array_sort(F.arrays_zip(_judged.JUDGED_ITEMS, _judged.JUDGED_RELEVANCE)).alias("judged"),
-        F.col(_judged.IDEAL).alias("ideal"),
+        F.array_sort(F.arrays_zip(_columns.JUDGED_ITEMS, _columns.JUDGED_RELEVANCE)).alias("judged"),
+        F.col(_columns.IDEAL).alias("ideal"),
         "n_relevant",
-        F.col(_judged.REPEATED).alias("repeats"),
-        F.col(_judged.ROWS).alias("rows"),
+        F.col(_columns.JUDGED_REPEATS).alias("repeats"),
+        F.col(_columns.JUDGED_ROWS).alias("rows"),
     )
     judged = {
         1: [("a", 2.0), ("b", 0.0), ("c", 3.0), ("d", 2.0)],
@@ -102,7 +102,7 @@ def test_relevance_lists_ideal_holds_the_grades_above_zero_largest_first(spark, 
     }
     ideal = {1: ideal_1, 2: [], 3: [1.0]}
     n_relevant = {1: 3, 2: 0, 3: 1}
-    pairs = f"array<struct<{_judged.JUDGED_ITEMS}: string, {_judged.JUDGED_RELEVANCE}: double>>"
+    pairs = f"array<struct<{_columns.JUDGED_ITEMS}: string, {_columns.JUDGED_RELEVANCE}: double>>"
     expected = spark.createDataFrame(
         [(u, judged[u], ideal[u], n_relevant[u], 0, len(judged[u])) for u in (1, 2, 3)],
         f"user_id int, judged {pairs}, ideal array<double>, n_relevant int, repeats int, rows int",

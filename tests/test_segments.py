@@ -227,7 +227,13 @@ def test_the_job_with_attributes_and_the_compare_finished_line(spark, served_pat
                 "--output", str(tmp_path / "cmp"), "--k", "2"]) == EXIT_OK  # fmt: skip
     line = _finished(capsys.readouterr().out)
     assert line["event"] == "ndcg_spark.finished" and line["command"] == "compare" and line["status"] == "ok"
-    manifest = json.loads((tmp_path / "cmp" / "comparison.json").read_text())["comparison"]
-    assert [(f["k"], f["pairs"], f["mean_difference"]) for f in line["figures"]] == [
-        ("2", r["pairs"], r["mean_difference"]) for r in manifest
-    ]
+    # Each model's per-user NDCG, paired here: a user one model did not score has 0.0 on its side.
+    tables = [spark.read.parquet(str(base / n)) for n in ("recs", "rel")]
+    ndcg = {"a": {}, "b": {}}
+    for r in evaluate(*tables, k=[2], group_by=["model"]).per_user.filter("model IN ('a', 'b')").collect():
+        ndcg[r.model][r.user_id] = r.ndcg
+    users = set(ndcg["a"]) | set(ndcg["b"])
+    differences = [ndcg["b"].get(u, 0.0) - ndcg["a"].get(u, 0.0) for u in users]
+    [figure] = line["figures"]
+    assert (figure["k"], figure["pairs"]) == ("2", len(users))
+    assert figure["mean_difference"] == pytest.approx(sum(differences) / len(differences), abs=1e-12)

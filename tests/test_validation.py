@@ -328,7 +328,7 @@ def test_quarantine_equals_clean_rows_alone_and_accounting_adds_up(spark, tmp_pa
 
 @pytest.mark.parametrize("recs_item, rel_item", [("int", "bigint"), ("bigint", "int"), ("smallint", "int")])
 def test_integer_items_of_different_widths_compare_in_the_wider_type(spark, recs_item, rel_item):
-    # Beyond the narrower type's range where the relevance holds the wider one (it once overflowed).
+    # Beyond the narrower type's range where the relevance holds the wider one: widened, never overflowed.
     big = 3_000_000_000 if rel_item == "bigint" else 40_000
     recs_rows = [(1, 7, 0.9), (1, 8, 0.8), (2, 7, 0.5)]
     rel_rows = [(1, 8, 2.0), (1, big, 3.0), (2, 7, 1.0)]  # big: judged, never recommended

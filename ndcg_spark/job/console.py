@@ -5,6 +5,7 @@ from __future__ import annotations
 import unicodedata
 from typing import Any, Dict, List, Optional, Sequence
 
+from ndcg_spark._metrics import COMPANIONS, COMPARISON_COLUMNS
 from ndcg_spark.options import k_label
 
 #: Unicode categories escaped when printed: controls, format characters, line and paragraph separators.
@@ -24,27 +25,7 @@ SUMMARY_COLUMNS = (
 )
 
 #: Columns printed after those when the companion metrics were computed.
-COMPANION_COLUMNS = (
-    ("mean_precision", "precision"),
-    ("mean_recall", "recall"),
-    ("mean_ap", "ap"),
-    ("mean_rr", "rr"),
-    ("hit_rate", "hit_rate"),
-)
-
-#: Columns of the printed comparison: (comparison column, header).
-COMPARISON_COLUMNS = (
-    ("pairs", "pairs"),
-    ("mean_ndcg_baseline", "baseline"),
-    ("mean_ndcg_candidate", "candidate"),
-    ("mean_difference", "difference"),
-    ("difference_ci_low", "ci_low"),
-    ("difference_ci_high", "ci_high"),
-    ("p_value", "p_value"),
-    ("wins", "wins"),
-    ("ties", "ties"),
-    ("losses", "losses"),
-)
+COMPANION_COLUMNS = tuple((m.summary, m.header) for m in COMPANIONS)
 
 
 def printable(text: str) -> str:
@@ -100,9 +81,8 @@ def format_summary(
 def format_comparison(rows: List[Dict[str, Any]], segments: Sequence[str] = ()) -> str:
     """The comparison as a table, each row led by its pair of models when they are named."""
     names = [c for c in ("baseline_model", "candidate_model") if rows and c in rows[0]]
-    columns = [*COMPARISON_COLUMNS]
-    if rows and "p_value_adjusted" in rows[0]:
-        columns.insert(columns.index(("p_value", "p_value")) + 1, ("p_value_adjusted", "p_adjusted"))
+    # The corrected p-value is shown only where compare_models corrected for several pairs.
+    columns = [c for c in COMPARISON_COLUMNS if c[0] != "p_value_adjusted" or (rows and c[0] in rows[0])]
     return text_table(rows, columns, [*names, *segments])
 
 

@@ -14,11 +14,12 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 from pyspark.sql import functions as F
 
 from ndcg_spark import _inputs
+from ndcg_spark._counts import counted
 from ndcg_spark._report import ndcg_histogram, render
 from ndcg_spark._report_compare import render_comparison
 from ndcg_spark.compare import compare_models
 from ndcg_spark.errors import ConfigError, InputDataError, NdcgError, RowCheckFailed, as_error
-from ndcg_spark.evaluation import evaluate
+from ndcg_spark.evaluation import evaluate_rows
 from ndcg_spark.job import history, publish, regression, storage, tracking
 from ndcg_spark.job.config import CompareConfig, EvaluateConfig
 from ndcg_spark.job.gates import margins_by_k, non_inferiority, worse_failure
@@ -78,16 +79,16 @@ def _evaluate(spark, config: EvaluateConfig, stage: publish.Staging) -> Dict[str
     if config.inputs.user_attributes:
         attributes = storage.read_input(spark, config, "user_attributes")
     # One row per recommendation (ALS's 'array' layout exploded), so the counts and checks see rows.
-    recs, opts = _inputs.as_rows(recs, config.options)
+    opts = config.options
     # The rows read are counted on the evaluation's own pass over each table, not by a pass of their own.
-    recs, recs_read = _inputs.counted(recs)
-    rel, rel_read = _inputs.counted(rel)
-    result = evaluate(recs, rel, opts, user_attributes=attributes).persist()
+    rows, recs_read = counted(_inputs.as_rows(recs, opts))
+    rel, rel_read = counted(rel)
+    result = evaluate_rows(rows, rel, opts, attributes).persist()
     # The summary is a handful of rows: aggregated once (cached), then reported and written.
     summary = result.summary.persist()
     part = config.output.partition
     try:
-        explain_input_errors(result.scored.count, [recs], rel, opts)
+        explain_input_errors(result.every_user().count, [recs], rel, opts)
         read = {"recommendations": recs_read.rows(), "relevance": rel_read.rows()}
         for table, n in read.items():
             if n == 0:
@@ -156,9 +157,11 @@ def _compare(spark, config: CompareConfig, stage: publish.Staging) -> Dict[str, 
     ).persist()
     opts, part = result.options, config.output.partition
     try:
-        names = list(result.scored)
+        names = list(result.evaluations)
         recommendations = [models] if config.model_col else list(models.values())
-        explain_input_errors(lambda: [df.count() for df in result.scored.values()], recommendations, rel, opts)
+        explain_input_errors(
+            lambda: [r.every_user().count() for r in result.evaluations.values()], recommendations, rel, opts
+        )
         missing = [n for n in config.candidate_models if n not in names]
         read = result.input_rows()
         empty = missing + [n for n in names if read[n]["recommendations"] == 0]

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from ndcg_spark._report_compare import COMPARISON_COLUMNS
+from ndcg_spark._metrics import COMPANIONS, COMPARISON_COLUMNS
 from ndcg_spark.errors import ConfigError
 from ndcg_spark.options import k_label
 
@@ -33,15 +33,11 @@ SUMMARY_METRICS = (
     "users_without_recommendations",
     "users_without_relevance",
     "users_excluded",
-    "mean_precision",
-    "mean_recall",
-    "mean_ap",
-    "mean_rr",
-    "hit_rate",
+    *(m.summary for m in COMPANIONS),
 )
 
 #: Figures of a comparison row logged as metrics: the columns of compare's report after k.
-COMPARISON_METRICS = COMPARISON_COLUMNS[1:]
+COMPARISON_METRICS = tuple(c for c, _ in COMPARISON_COLUMNS)
 
 #: MLflow's longest parameter value on every store version (newer ones take 6000).
 PARAM_LENGTH = 500

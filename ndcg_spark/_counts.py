@@ -1,0 +1,40 @@
+"""Row counts that ride on a pass the evaluation makes anyway (an ``Observation``), not a pass of their own."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+from pyspark.sql import DataFrame, Observation
+from pyspark.sql import functions as F
+
+
+@dataclass(frozen=True)
+class RowCount:
+    """The rows of ``frame``, counted by ``observation`` on the way of a pass that reads it."""
+
+    frame: DataFrame
+    observation: Observation
+
+    def rows(self) -> int:
+        """The count, once an action has read the frame in full.
+
+        Spark drops an empty relation from the plan with the observation on it, which then
+        reports nothing: only then is the frame counted by a pass of its own (it is empty).
+        """
+        try:
+            return int(self.observation.get["rows"])
+        except Exception:  # noqa: BLE001 - no metrics reported (classic: an assertion; Connect: no key)
+            return self.frame.count()
+
+
+def counted(df: DataFrame, count: Optional[RowCount] = None) -> Tuple[DataFrame, RowCount]:
+    """``df`` with its rows counted as they pass, and the count (:meth:`RowCount.rows` after an action).
+
+    The count rides on the evaluation's own pass, so it costs no pass of its own. Below a
+    shuffle (as the ranking's and the judgements' inputs are) it sees every row even when an
+    action computes only some lists (``first()``): a shuffle's map side always runs in full.
+    ``count``, when given, is the (not yet attached) observation to use.
+    """
+    observation = count.observation if count is not None else Observation()
+    return df.observe(observation, F.count(F.lit(1)).alias("rows")), RowCount(df, observation)

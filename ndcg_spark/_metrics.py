@@ -1,0 +1,119 @@
+"""The metric registry: each figure of a user's list declared once, and what every output calls it.
+
+A :class:`Metric` names its per-user column, its column in the summary (the mean over the included
+users), and its header in the job's console table. The companion metrics (``companion_metrics =
+True``) also carry their per-user SQL, written from the hits within the cutoff; scoring,
+the summary, the report pages, the console and the MLflow metrics all iterate :data:`COMPANIONS`,
+so a new companion metric is one entry here. NDCG, DCG and CG are summed term by term in
+:mod:`ndcg_spark._scoring`, so they carry no SQL of their own.
+
+:data:`COMPARISON_COLUMNS` is the same for ``compare``: its figures per segment and k, in the order
+the report and the console show them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Dict, Optional
+
+from ndcg_spark.options import EvaluationOptions
+
+
+@dataclass(frozen=True)
+class Cut:
+    """SQL for what a companion metric reads at one cutoff.
+
+    ``within``: the 1-based positions of the hits within the cutoff, in order; ``hits``: how
+    many (double); ``relevant``: the user's relevant judged items as a double, null when none;
+    ``cut``: the cutoff.
+    """
+
+    within: str
+    hits: str
+    relevant: str
+    cut: str
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric: ``name`` its per-user column, ``summary`` its mean's column (None: not averaged),
+    ``header`` its console header, ``sql`` its per-user SQL at a cutoff (None: summed by scoring)."""
+
+    name: str
+    summary: Optional[str]
+    header: str
+    sql: Optional[Callable[[Cut], str]] = None
+
+
+def _precision(c: Cut) -> str:
+    # As trec_eval's P_k: divided by k even for a shorter list.
+    return f"coalesce({c.hits} / CASE WHEN {c.cut} > 0 THEN CAST({c.cut} AS DOUBLE) END, 0.0D)"
+
+
+def _recall(c: Cut) -> str:
+    return f"coalesce({c.hits} / {c.relevant}, 0.0D)"
+
+
+def _average_precision(c: Cut) -> str:
+    # As trec_eval's map_cut_k: the precisions at the hits, over every relevant judged item.
+    total = f"aggregate(transform({c.within}, (c_p, c_j) -> CAST(c_j + 1 AS DOUBLE) / c_p), 0.0D, (c_acc, c_x) -> c_acc + c_x)"
+    return f"coalesce({total} / {c.relevant}, 0.0D)"
+
+
+def _reciprocal_rank(c: Cut) -> str:
+    return f"coalesce(1.0D / try_element_at({c.within}, 1), 0.0D)"
+
+
+def _hit(c: Cut) -> str:
+    return f"CASE WHEN {c.hits} > 0 THEN 1.0D ELSE 0.0D END"
+
+
+#: The metrics every evaluation computes, in the summary's order.
+CORE = (
+    Metric("ndcg", "mean_ndcg", "mean_ndcg"),
+    Metric("dcg", "mean_dcg", "mean_dcg"),
+    Metric("cg", None, "cg"),
+)
+
+#: The companion metrics (``companion_metrics = True``), per (list, k), in every output's order.
+COMPANIONS = (
+    Metric("precision", "mean_precision", "precision", _precision),
+    Metric("recall", "mean_recall", "recall", _recall),
+    Metric("ap", "mean_ap", "ap", _average_precision),
+    Metric("rr", "mean_rr", "rr", _reciprocal_rank),
+    Metric("hit", "hit_rate", "hit_rate", _hit),
+)
+
+#: compare's figures per segment and k after ``k``: (column, console header).
+COMPARISON_COLUMNS = (
+    ("pairs", "pairs"),
+    ("mean_ndcg_baseline", "baseline"),
+    ("mean_ndcg_candidate", "candidate"),
+    ("mean_difference", "difference"),
+    ("difference_ci_low", "ci_low"),
+    ("difference_ci_high", "ci_high"),
+    ("p_value", "p_value"),
+    ("p_value_adjusted", "p_adjusted"),
+    ("wins", "wins"),
+    ("ties", "ties"),
+    ("losses", "losses"),
+)
+
+
+def companion_metrics(hit_positions: str, n_relevant: str, cut: str) -> Dict[str, str]:
+    """SQL of each companion metric at cutoff ``cut``, by name, from the 1-based positions of the hits.
+
+    Recall and AP divide by ``n_relevant``, the number of relevant judged items; RR is 1/rank of
+    the first hit within the cutoff.
+    """
+    within = f"filter({hit_positions}, c_p -> c_p <= {cut})"
+    relevant = f"(CASE WHEN {n_relevant} > 0 THEN CAST({n_relevant} AS DOUBLE) END)"
+    at = Cut(within=within, hits=f"CAST(size({within}) AS DOUBLE)", relevant=relevant, cut=cut)
+    return {m.name: m.sql(at) for m in COMPANIONS}
+
+
+def is_relevant(relevance: str, opts: EvaluationOptions) -> str:
+    """SQL: binary relevance of the companion metrics: >= threshold, or > 0 without one."""
+    if opts.relevance_threshold is None:
+        return f"({relevance} > 0.0D)"
+    return f"({relevance} >= CAST({float(opts.relevance_threshold)!r} AS DOUBLE))"
