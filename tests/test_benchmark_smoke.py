@@ -8,6 +8,7 @@ against a hang, never against a slow machine.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -96,20 +97,35 @@ def test_timeline_script_splits_each_run_into_phases_within_the_run(tmp_path, be
 def test_job_benchmark_times_each_whole_process_and_prints_the_ratios(tmp_path, bench_data):
     out_json = tmp_path / "job.json"
     work = ["--work-dir", str(tmp_path / "work"), "--json", str(out_json)]
-    proc = run_script(BENCH.parent / "job.py", *DATA, "--repeat", "1", "--data-dir", str(bench_data), *work)
+    # One size, and the skewed tables of the same size: J, P and JS once each.
+    sizes = ["--sizes", "100", "--skew-at", "100", "--giant", "100,20", "--list-length", "8", "--relevant", "4"]
+    proc = run_script(BENCH.parent / "job.py", *sizes, "--repeat", "1", "--data-dir", str(bench_data), *work)
 
     ratio_lines = [line for line in proc.stdout.splitlines() if line.startswith("ratio ")]
-    assert [line.split()[1] for line in ratio_lines] == ["J/P", "J6/P"], proc.stdout
+    assert [line.split()[1] for line in ratio_lines] == ["J/P", "J/P", "JS/J"], proc.stdout
     report = json.loads(out_json.read_text())
-    assert set(report["times"]) == {"J", "J6", "P"}
-    for name in ("J", "J6", "P"):
+    assert set(report["runs"]) == {"J@100", "P@100", "J@skewed"}
+    for figures in report["runs"].values():
         # One run each; a whole process with a JVM holds well over 100 MB and uses CPU.
-        assert len(report["times"][name]) == 1 and report["peak_bytes"][name][0] > 100 * 2**20
-        assert report["cpu_seconds"][name][0] > 0
-    assert report["ratios"]["J/P"] == report["medians"]["J"] / report["medians"]["P"]
-    # Each run really did its work: the job's manifest and the script's mean.
+        assert len(figures["wall"]) == 1 and figures["peak"][0] > 100 * 2**20 and figures["cpu"][0] > 0
+    assert report["ratios"]["JS/J"] == report["medians"]["J@skewed"]["wall"] / report["medians"]["J@100"]["wall"]
+    # The skewed tables hold the same rows as the unskewed ones, most of them with a few users.
+    assert report["rows"]["skewed"] == report["rows"]["100"] == 100 * (8 + 4)
     work = tmp_path / "work"
-    manifest = json.loads((work / "J6" / "summary.json").read_text())
-    assert [m["k"] for m in manifest["metrics"]] == [1, 5, 10, 20, 50, 100]
-    assert manifest["rows"]["recommendations"]["read"] == 800
-    assert 0.0 <= json.loads((work / "P.json").read_text())["mean_ndcg"] <= 1.0
+    skewed = json.loads((work / "J-skewed" / "summary.json").read_text())
+    assert skewed["rows"]["recommendations"]["read"] == 800 and skewed["input_rows"]["relevance"] == 400
+    assert 0.0 <= json.loads((work / "P-100.json").read_text())["mean_ndcg"] <= 1.0
+
+
+def test_job_benchmark_fits_a_line_and_orders_each_round_both_ways():
+    spec = importlib.util.spec_from_file_location("job_benchmark", BENCH.parent / "job.py")
+    job = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(job)
+
+    # 2 s fixed and 3 s per million rows, read back from three sizes.
+    fixed, per_row = job.line_fit([1e6, 2e6, 4e6], [5.0, 8.0, 14.0])
+    assert fixed == pytest.approx(2.0) and per_row * 1e6 == pytest.approx(3.0)
+    assert job.growth_per_doubling([1e6, 4e6], [5.0, 20.0]) == pytest.approx(2.0)
+    assert job.schedule(["1", "2"], ["J", "P"], 0, skewed="2") == [
+        ("1", "J"), ("1", "P"), ("2", "J"), ("skewed", "J"), ("2", "P")
+    ]  # fmt: skip
