@@ -8,6 +8,7 @@ published, so the previous result stays as it was.
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
@@ -84,19 +85,20 @@ def _evaluate(spark, config: EvaluateConfig, stage: publish.Staging) -> Dict[str
     rows, recs_read = counted(_inputs.as_rows(recs, opts))
     rel, rel_read = counted(rel)
     result = evaluate_rows(rows, rel, opts, attributes).persist()
-    # The summary is a handful of rows: aggregated once (cached), then reported and written.
-    summary = result.summary.persist()
     part = config.output.partition
     try:
-        explain_input_errors(result.every_user().count, [recs], rel, opts)
+        check_partition_column(part, result.per_user, result.summary, *(result.rejected or {}).values())
+        # The first action computes the cached per-user figures, checks and counts on the way.
+        write_per_user = functools.partial(storage.write_table, result.per_user, stage.table("per_user"))
+        explain_input_errors(write_per_user, [recs], rel, opts)
         read = {"recommendations": recs_read.rows(), "relevance": rel_read.rows()}
         for table, n in read.items():
             if n == 0:
                 raise InputDataError(f"{table} table is empty")
-        metrics = [row.asDict() for row in summary.collect()]
-        check_partition_column(part, result.per_user, summary, *(result.rejected or {}).values())
-        storage.write_table(result.per_user, stage.table("per_user"))
-        storage.write_table(summary, stage.table("summary"))
+        # The summary is a handful of rows (one file, in order): aggregated once as it is written,
+        # and the figures reported are read back from the table written.
+        storage.write_table(result.summary, stage.table("summary"))
+        metrics = [row.asDict() for row in spark.read.parquet(stage.table("summary")).collect()]
         sums = result.row_accounting()
         rejected = write_rejected(spark, result.rejected, stage)
         drop = None
@@ -115,7 +117,6 @@ def _evaluate(spark, config: EvaluateConfig, stage: publish.Staging) -> Dict[str
             stage.file("report.html", page)
     finally:
         result.unpersist()
-        summary.unpersist()
     return {
         "metrics": metrics,
         "rows": account_rows(read, rejected, sums),
