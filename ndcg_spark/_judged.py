@@ -61,11 +61,6 @@ def judged_lists(rel: DataFrame, opts: EvaluationOptions) -> DataFrame:
     # costs a per-row update in the aggregation, while counts over the lists are computed once
     # per user below.
     aggregates = [f"collect_list({ITEM}) AS {items}", f"collect_list({REL}) AS {rels}"]
-    # Shuffled by user once, and each partition sorted by user before the aggregation
-    # (below): the lists are then collected in order (not in a hash map that falls back to
-    # sorting past a few hundred users, on both sides of the shuffle), and they come out in the
-    # order the join with the ranked lists needs, so the join sorts them no more.
-    rel = rel.repartition(F.col(user))
     if opts.duplicate_relevance == "max":
         rel = rel.groupBy(F.col(user), F.col(ITEM)).agg(
             F.expr(f"max({REL}) AS {REL}"), F.expr("count(1) AS __ndcg_rows")
@@ -76,7 +71,7 @@ def judged_lists(rel: DataFrame, opts: EvaluationOptions) -> DataFrame:
         rows, n_repeats = f"size({items})", "0"
     if opts.companion_metrics:
         aggregates.append(f"CAST(count(CASE WHEN {is_relevant(REL, opts)} THEN 1 END) AS INT) AS {N_RELEVANT_BINARY}")
-    per_user = rel.sortWithinPartitions(F.col(user)).groupBy(F.col(user)).agg(*[F.expr(a) for a in aggregates])
+    per_user = rel.groupBy(F.col(user)).agg(*[F.expr(a) for a in aggregates])
     if opts.duplicate_relevance == "error":
         # Every row past the guard has no repeat, so the count above is 0 without computing it again.
         per_user = guard_lists(per_user, REPEATED_JUDGEMENT, f"{repeat_count(items)} > 0", opts)
