@@ -79,17 +79,19 @@ def _evaluate(spark, config: EvaluateConfig, stage: publish.Staging) -> Dict[str
     attributes = None
     if config.inputs.user_attributes:
         attributes = storage.read_input(spark, config, "user_attributes")
-    # One row per recommendation (ALS's 'array' layout exploded), so the counts and checks see rows.
     opts = config.options
+    # One row per recommendation (ALS's 'array' layout exploded), so the counts and checks see rows.
     # The rows read are counted on the evaluation's own pass over each table, not by a pass of their own.
     rows, recs_read = counted(_inputs.as_rows(recs, opts))
     rel, rel_read = counted(rel)
     result = evaluate_rows(rows, rel, opts, attributes).persist()
+    # Each output's plan built once (the cached frame is the one computation they share).
+    per_user, summary = result.per_user, result.summary
     part = config.output.partition
     try:
-        check_partition_column(part, result.per_user, result.summary, *(result.rejected or {}).values())
+        check_partition_column(part, per_user, summary, *(result.rejected or {}).values())
         # The first action computes the cached per-user figures, checks and counts on the way.
-        write_per_user = functools.partial(storage.write_table, result.per_user, stage.table("per_user"))
+        write_per_user = functools.partial(storage.write_table, per_user, stage.table("per_user"))
         explain_input_errors(write_per_user, [recs], rel, opts)
         read = {"recommendations": recs_read.rows(), "relevance": rel_read.rows()}
         for table, n in read.items():
@@ -97,7 +99,7 @@ def _evaluate(spark, config: EvaluateConfig, stage: publish.Staging) -> Dict[str
                 raise InputDataError(f"{table} table is empty")
         # The summary is a handful of rows (one file, in order): aggregated once as it is written,
         # and the figures reported are read back from the table written.
-        storage.write_table(result.summary, stage.table("summary"))
+        storage.write_table(summary, stage.table("summary"))
         metrics = [row.asDict() for row in spark.read.parquet(stage.table("summary")).collect()]
         sums = result.row_accounting()
         rejected = write_rejected(spark, result.rejected, stage)
@@ -105,12 +107,12 @@ def _evaluate(spark, config: EvaluateConfig, stage: publish.Staging) -> Dict[str
         if config.drop:
             # Tonight's per-user figures are cached: the pairing with the previous run reads them again.
             drop = regression.regression_gate(
-                spark, config.output.path, part.value, result.per_user, config.drop.gates, opts.group_by,
+                spark, config.output.path, part.value, per_user, config.drop.gates, opts.group_by,
                 opts.user_col, key=part.key, point_estimate=config.drop.on_estimate,
                 passed_only=config.drop.baseline == "last_passed",
             )  # fmt: skip
         if config.output.report:
-            bins = [r.asDict() for r in ndcg_histogram(result.per_user, opts.group_by).collect()]
+            bins = [r.asDict() for r in ndcg_histogram(per_user, opts.group_by).collect()]
             trend, key = trend_of(spark, config, metrics), part.key if part else "run_date"
             notes = report_notes(config, opts)
             page = render(metrics, bins, opts.group_by, notes=notes, options=opts, trend=trend, trend_key=key)
