@@ -67,7 +67,11 @@ def validate(
     options: Optional[EvaluationOptions] = None,
     **option_values: Any,
 ) -> Dict[str, TableReport]:
-    """Check both tables and raise :class:`~ndcg_spark.InputDataError` on the first problem found.
+    """Check both tables and report every problem found, each with its row count and examples.
+
+    With the default ``on_invalid_rows = "error"`` any problem raises one
+    :class:`~ndcg_spark.InputDataError` whose message names every problem of both tables (joined
+    by ``; ``) and whose ``reports`` attribute holds the two :class:`TableReport` values.
 
     With ``on_invalid_rows = "quarantine"`` row-level problems are reported, not raised (the
     rows are set aside by :func:`ndcg_spark.evaluate`); empty tables and schema problems
@@ -92,16 +96,17 @@ def validate(
     Raises
     ------
     InputDataError
-        One line naming the table, column, problem, row count and example keys.
+        One line naming, for every problem found, the table, column, problem, row count and
+        example keys; ``error.reports`` holds what the return value would have held.
 
     Examples
     --------
     >>> recs = spark.createDataFrame([(1, "a", 0.9), (2, "b", None)], "user_id int, item_id string, score double")
-    >>> rel = spark.createDataFrame([(1, "a", 1.0)], "user_id int, item_id string, relevance double")
+    >>> rel = spark.createDataFrame([(1, "a", 1.0), (1, "a", 2.0)], "user_id int, item_id string, relevance double")
     >>> validate(recs, rel)
     Traceback (most recent call last):
     ...
-    ndcg_spark.errors.InputDataError: recommendations column 'score' is null in 1 row, e.g. user_id=2/item_id=b
+    ndcg_spark.errors.InputDataError: recommendations column 'score' is null in 1 row, e.g. user_id=2/item_id=b; relevance key (user_id, item_id) appears more than once (set duplicate_relevance = "max" to keep the largest) in 2 rows, e.g. user_id=1/item_id=a
     >>> validate(recs, rel, on_invalid_rows="quarantine")["recommendations"].problems
     {'null_score': 1}
     """
@@ -109,13 +114,18 @@ def validate(
     recommendations = _inputs.as_rows(recommendations, opts)
     opts = _inputs.reading_options(opts)
     _inputs.check_tables(recommendations, relevance, opts)
-    reports = {}
+    reports, found = {}, []
     for table, df in (("recommendations", recommendations), ("relevance", relevance)):
         report = _report(df, table, opts)
         if report.rows == 0:
             raise InputDataError(f"{table} table is empty")
-        if report.problems and opts.on_invalid_rows == "error":
-            rule = next(r for r in _rules.rules_for(table, opts, df.columns) if r.name in report.problems)
-            raise InputDataError(rule.message(report.problems[rule.name], report.examples[rule.name]))
         reports[table] = report
+        for rule in _rules.rules_for(table, opts, df.columns):
+            if rule.name in report.problems:
+                found.append(rule.message(report.problems[rule.name], report.examples[rule.name]))
+    if found and opts.on_invalid_rows == "error":
+        # Every problem of both tables in one line, so one fix round mends them all.
+        error = InputDataError("; ".join(found))
+        error.reports = reports
+        raise error
     return reports

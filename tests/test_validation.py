@@ -114,6 +114,31 @@ def test_row_problems_stop_the_library(spark, case):
     assert words in str(info.value)
 
 
+def test_validate_names_every_problem_of_both_tables_at_once(spark):
+    # Two problems in the recommendations (a null score and a NaN score) and one in the relevance:
+    # one call names all three, in rule order, each with its own count and examples.
+    recs, rel = _tables(
+        spark,
+        GOOD_RECS + [(3, "q", None), (4, "r", float("nan")), (5, "s", float("nan"))],
+        GOOD_REL + [(2, "d", -1.0)],
+    )
+    with pytest.raises(InputDataError) as info:
+        validate(recs, rel)
+    problems = str(info.value).split("; ")
+    assert problems == [
+        "recommendations column 'score' is null in 1 row, e.g. user_id=3/item_id=q",
+        "recommendations column 'score' is NaN or infinite in 2 rows, e.g. user_id=4/item_id=r, user_id=5/item_id=s",
+        "relevance column 'relevance' is negative (set negative_relevance = \"clip\" to read it as 0) in 1 row, "
+        "e.g. user_id=2/item_id=d",
+    ]
+    reports = info.value.reports
+    assert (reports["recommendations"].rows, reports["recommendations"].problems) == (
+        7,
+        {"null_score": 1, "bad_score": 2},
+    )
+    assert (reports["relevance"].rows, reports["relevance"].problems) == (4, {"negative_relevance": 1})
+
+
 def test_a_rank_tie_across_the_cut_stops_the_run(spark):
     # Ranks 1, 2, 2: at k = 2 one rank-2 item is in and one out, which the tie-break alone would
     # decide; at k = 1 both tied items are past the cut and past the one row looked beyond it.
