@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import doctest
 import importlib
+from pathlib import Path
 
 import pytest
 
 import ndcg_spark
 
+README = Path(__file__).parent.parent / "README.md"
 MODULES = [
     "ndcg_spark.options",
     "ndcg_spark.evaluation",
@@ -50,3 +52,13 @@ def test_every_public_name_has_an_example_or_is_a_type():
         if callable(obj) and not isinstance(obj, type):
             for section in ("Parameters", "Returns", "Raises", "Examples"):
                 assert section in doc, f"{name} has no {section} section"
+
+
+def test_the_readme_library_example_prints_what_the_readme_shows(spark, capsys):
+    """The README's Python block, run as a user pastes it, prints the tables shown below it."""
+    section = README.read_text().split("## Library", 1)[1]
+    code, after = section.split("```python\n", 1)[1].split("```", 1)
+    shown = after.split("```\n", 1)[1].split("```", 1)[0]
+    # getOrCreate() returns the suite's running session, as it would a notebook's.
+    exec(compile(code, "README.md", "exec"), {})
+    assert capsys.readouterr().out.strip() == shown.strip()
