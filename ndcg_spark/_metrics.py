@@ -84,6 +84,20 @@ COMPANIONS = (
     Metric("hit", "hit_rate", "hit_rate", _hit),
 )
 
+#: The summary's figures per segment and k after ``k``, as the console and the report show
+#: them: (column, header); the companions' columns follow when they were computed.
+SUMMARY_COLUMNS = (
+    ("users", "users"),
+    ("mean_ndcg", "mean_ndcg"),
+    ("ndcg_ci_low", "ci_low"),
+    ("ndcg_ci_high", "ci_high"),
+    ("mean_dcg", "mean_dcg"),
+    ("std_ndcg", "std_ndcg"),
+    ("users_zero_idcg", "zero_idcg"),
+    ("users_without_recommendations", "no_recs"),
+    ("users_excluded", "excluded"),
+)
+
 #: compare's figures per segment and k after ``k``: (column, console header).
 COMPARISON_COLUMNS = (
     ("pairs", "pairs"),

@@ -142,9 +142,9 @@ def test_compare_report_draws_each_margin_on_its_k(spark):
         "non-inferiority margin -0.03",
     ]
     # The scale reaches the widest margin (0.03 > the intervals' 0.004): its ends are -0.03 and +0.03.
-    ends = [t.text for t in by_k["NDCG@10"].findall(f"{SVG}text") if t.get("font-size") == "10"]
-    assert ends[-2:] == ["-0.03", "+0.03"]
-    left, right = 260, 620 - 20
+    ends = [t.text for t in by_k["NDCG@10"].findall(f"{SVG}text") if t.get("class") == "axis"]
+    assert ends == ["-0.03", "0", "+0.03"]
+    left, right = 300, 620 - 24  # the plot between the labels and the right edge
     xs = [float(m.get("x1")) for m in margins]
     assert xs == pytest.approx([left + (right - left) * (0.03 - m) / 0.06 for m in (0.01, 0.03)], abs=0.06)
     # The pair is drawn where the chart without a margin would draw it, on the wider scale.

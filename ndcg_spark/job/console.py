@@ -5,24 +5,11 @@ from __future__ import annotations
 import unicodedata
 from typing import Any, Dict, List, Optional, Sequence
 
-from ndcg_spark._metrics import COMPANIONS, COMPARISON_COLUMNS
+from ndcg_spark._metrics import COMPANIONS, COMPARISON_COLUMNS, SUMMARY_COLUMNS
 from ndcg_spark.options import k_label
 
 #: Unicode categories escaped when printed: controls, format characters, line and paragraph separators.
 UNPRINTABLE = ("Cc", "Cf", "Zl", "Zp")
-
-#: Columns of the printed summary: (summary column, header).
-SUMMARY_COLUMNS = (
-    ("users", "users"),
-    ("mean_ndcg", "mean_ndcg"),
-    ("ndcg_ci_low", "ci_low"),
-    ("ndcg_ci_high", "ci_high"),
-    ("mean_dcg", "mean_dcg"),
-    ("std_ndcg", "std_ndcg"),
-    ("users_zero_idcg", "zero_idcg"),
-    ("users_without_recommendations", "no_recs"),
-    ("users_excluded", "excluded"),
-)
 
 #: Columns printed after those when the companion metrics were computed.
 COMPANION_COLUMNS = tuple((m.summary, m.header) for m in COMPANIONS)
