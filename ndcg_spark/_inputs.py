@@ -15,6 +15,7 @@ so no later column can collide with the caller's.
 from __future__ import annotations
 
 import difflib
+import re
 from typing import List, Optional, Tuple
 
 from pyspark.sql import DataFrame
@@ -82,6 +83,18 @@ def reading_options(opts: EvaluationOptions) -> EvaluationOptions:
     return opts.updated(recommendations_layout="rows", rank_col=rank_col)
 
 
+def _looks_like_values(names) -> bool:
+    """Whether most column names are numbers, as when a header-less CSV file's first row was read as one.
+
+    Examples
+    --------
+    >>> _looks_like_values(["1", "123", "5.362634"]), _looks_like_values(["user", "item", "2024"])
+    (True, False)
+    """
+    numbers = sum(1 for name in names if re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?", name.strip()))
+    return bool(names) and 2 * numbers > len(names)
+
+
 def check_schema(df: DataFrame, table: str, opts: EvaluationOptions) -> None:
     """Missing columns and unsupported types, from the schema alone (no data is read)."""
     needed: List[Tuple[str, str]] = [(opts.user_col, "key"), (opts.item_col, "key")]
@@ -94,6 +107,12 @@ def check_schema(df: DataFrame, table: str, opts: EvaluationOptions) -> None:
         if name not in fields:
             close = difflib.get_close_matches(name, list(fields), n=1, cutoff=0.5)
             hint = f"; did you mean {close[0]!r}?" if close else ""
+            if _looks_like_values(fields):
+                # A CSV file without a header line: Spark took its first row for the column names.
+                hint = (
+                    "; those names look like values: the file's first line is data, not a header "
+                    f"(a CSV file needs a first line naming its columns, e.g. {','.join(n for n, _ in needed)})"
+                )
             raise InputDataError(
                 f"{table} table has no column {name!r} (it has: {', '.join(fields) or 'no columns'}){hint}"
             )

@@ -243,6 +243,14 @@ def test_job_mixed_parquet_and_csv_with_a_schema_in_the_config(spark, tmp_path):
             "a row whose fields do not match its header",
         ),
         ({"recs": "user_id,item_id,score\n1,a,0.5\n1,b,x\n"}, [], EXIT_INPUT, "column 'score' holds 'x', which is not"),
+        (
+            {"recs": "1,123,5.362634\n1,124,4.1\n"},
+            [],
+            EXIT_INPUT,
+            "recommendations table has no column 'user_id' (it has: 1, 123, 5.362634); those names look like "
+            "values: the file's first line is data, not a header (a CSV file needs a first line naming its "
+            "columns, e.g. user_id,item_id,score)",
+        ),
         ({}, ["--relevance-format", "xls"], EXIT_CONFIG, "relevance_format = 'xls' is not one of"),
         ({}, ["--user-attributes", "u.csv", "--format", "trec"], EXIT_CONFIG, "user attributes cannot be read as trec"),
         ({}, ["--recommendations-schema", "user_id nope"], EXIT_CONFIG, "schema 'user_id nope' does not parse"),
