@@ -109,6 +109,18 @@ def trec_ndcg_expected(path):
     return expected
 
 
+def browser(test):
+    """Marks a test that renders a page in Debian's headless Chromium (skipped where it is missing)."""
+    import shutil
+
+    import pytest
+
+    missing = shutil.which("chromium") is None
+    return pytest.mark.browser(
+        pytest.mark.skipif(missing, reason="Debian's chromium is not installed (.ci/run installs it)")(test)
+    )
+
+
 def texts_outside_svgs(page: str, folder, count: str):
     """Render ``page`` in headless Chromium: (the texts drawn outside their SVG's width, the
     number of elements matching the CSS selector ``count``)."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import json
-import shutil
 import subprocess
 
 import numpy as np
@@ -18,7 +17,7 @@ from ndcg_spark._stats import adjust_p_values
 from ndcg_spark.compare import compare
 from ndcg_spark.errors import EXIT_OK, ConfigError, InputDataError
 from ndcg_spark.job import run
-from tests.helpers import frames, random_graded, texts_outside_svgs
+from tests.helpers import browser, frames, random_graded, texts_outside_svgs
 
 
 @pytest.fixture(scope="module")
@@ -264,7 +263,7 @@ def test_compare_command_line_with_several_candidate_tables(spark, three_models,
     assert set(manifest["input_rows"]) == {str(tmp_path / name) for name in models}
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed (.ci/run installs it)")
+@browser
 def test_report_renders_in_headless_chromium(spark, two_models, tmp_path):
     baseline, _, rel = two_models
     attributes = spark.createDataFrame([(u, "a" if u % 2 else "b") for u in range(50)], "user_id int, segment string")
@@ -321,7 +320,7 @@ def test_report_renders_in_headless_chromium(spark, two_models, tmp_path):
     assert sum(m["users"] for m in summary if m["k"] == 10) == 50
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed (.ci/run installs it)")
+@browser
 def test_report_labels_of_long_segment_names_stay_inside_their_charts(tmp_path):
     """Every text of every chart, legends included, lies within its SVG as Chromium lays it out
     (measured by a script in a test copy of the page; the report itself has none)."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -16,7 +15,7 @@ from ndcg_spark._report import trend_chart
 from ndcg_spark.errors import ConfigError
 from ndcg_spark.job import history, regression, storage
 from ndcg_spark.job.gates import ChangeGate
-from tests.helpers import frames, random_graded, texts_outside_svgs
+from tests.helpers import browser, frames, random_graded, texts_outside_svgs
 
 NIGHTS = ("2026-11-20", "2026-11-21", "2026-11-22")
 SVG = "{http://www.w3.org/2000/svg}"
@@ -286,7 +285,7 @@ def test_trend_chart_draws_each_segment_and_k_across_the_runs(spark, nightly):
     assert "no complete run" in trend_chart([], ["segment"])
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed (.ci/run installs it)")
+@browser
 def test_trend_chart_renders_in_headless_chromium_with_its_labels_inside(spark, nightly, tmp_path):
     output, _ = nightly
     runs = history.read_history(spark, output)

@@ -333,6 +333,7 @@ def _fresh(tmp_path, *argv):
     return proc.returncode, [x for x in proc.stderr.splitlines() if not x.startswith("WARNING: Using incubator")]
 
 
+@pytest.mark.process
 def test_fresh_process_read_error_is_one_line(tmp_path):
     csv = _write(tmp_path / "recs.csv", RECS_CSV)
     code, err = _fresh(tmp_path, "--recommendations", csv, "--relevance", csv, "--output", str(tmp_path / "o"))
@@ -340,6 +341,7 @@ def test_fresh_process_read_error_is_one_line(tmp_path):
     assert err == [f"ndcg-spark: error: cannot read recommendations {csv!r} as parquet: it is not a Parquet file"]
 
 
+@pytest.mark.process
 def test_fresh_process_library_warnings_only_with_verbose(tmp_path):
     code, err = _fresh(tmp_path, "--gian", "exponential")
     assert code == EXIT_CONFIG and err == ["ndcg-spark: error: unrecognized argument --gian (did you mean --gain?)"]

@@ -15,6 +15,8 @@ import pytest
 
 from ndcg_spark import evaluate
 
+pytestmark = pytest.mark.peers
+
 lgb = pytest.importorskip("lightgbm")
 xgb = pytest.importorskip("xgboost")
 catboost_utils = pytest.importorskip("catboost.utils")
