@@ -39,15 +39,11 @@ def ndcg_curve(metrics: List[Dict[str, Any]], group_by: Sequence[str], width: in
         svg.append(f'<text x="{left + 10}" y="{top + 20}">no finite cutoff</text></svg>')
         return "".join(svg)
 
-    def x_of(k: int) -> float:
-        return left + (w * ks.index(k) / (len(ks) - 1) if len(ks) > 1 else w / 2)
+    x_of, y_of = _x_scale(ks, left, w), _y_scale(top, h, y_max)
 
     for k in ks:
         svg.append(f'<text x="{x_of(k):.1f}" y="{top + h + 16}" font-size="11" text-anchor="middle">{k}</text>')
     svg.append(f'<text x="{left + w / 2}" y="{height - 4}" font-size="12" text-anchor="middle">k (cutoff)</text>')
-
-    def y_of(v: float) -> float:
-        return top + h - h * min(max(v, 0.0), y_max) / y_max
 
     for i, (name, rows) in enumerate(sorted(segments.items())):
         rows = sorted(rows, key=lambda r: r["k"])
@@ -171,6 +167,16 @@ def _plot(
     return svg, (left, top, w, h)
 
 
+def _x_scale(values: Sequence[Any], left: float, w: float):
+    """x of each of ``values`` (sorted), spread evenly across the plot; one value sits in its middle."""
+    return lambda v: left + (w * values.index(v) / (len(values) - 1) if len(values) > 1 else w / 2)
+
+
+def _y_scale(top: float, h: float, y_max: float):
+    """y of a figure on the axis from 0 to ``y_max``, held inside the plot."""
+    return lambda v: top + h - h * min(max(v, 0.0), y_max) / y_max
+
+
 def _series(
     i: int,
     name: str,
@@ -240,11 +246,7 @@ def trend_chart(
         svg.append(f'<text x="{left + 10}" y="{top + 20}">no complete run</text></svg>')
         return "".join(svg)
 
-    def x_of(run: str) -> float:
-        return left + (w * runs.index(run) / (len(runs) - 1) if len(runs) > 1 else w / 2)
-
-    def y_of(v: float) -> float:
-        return top + h - h * min(max(v, 0.0), y_max) / y_max
+    x_of, y_of = _x_scale(runs, left, w), _y_scale(top, h, y_max)
 
     # Every run is a point; at most about eight are labelled, the last always.
     step = max(1, -(-len(runs) // 8))

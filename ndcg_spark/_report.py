@@ -113,13 +113,17 @@ def page_head(
     return parts
 
 
+#: A gate's line is led by a check mark when it passed, a cross when it failed.
+MARKS = {True: "\u2713", False: "\u2717"}
+
+
 def verdict_block(verdict: Sequence[Tuple[bool, str]]) -> str:
     """The run's verdict: PASSED or FAILED and how many gates failed, then each gate's line.
 
     Examples
     --------
     >>> print(verdict_block([(True, "quality gate passed: mean NDCG@10 = 0.41 >= 0.3")]))
-    <div id="verdict" class="passed"><p><strong>PASSED</strong>: 1 gate, all passed</p><ul><li class="passed">passed: quality gate passed: mean NDCG@10 = 0.41 &gt;= 0.3</li></ul></div>
+    <div id="verdict" class="passed"><p><strong>PASSED</strong>: 1 gate, all passed</p><ul><li class="passed">✓ quality gate passed: mean NDCG@10 = 0.41 &gt;= 0.3</li></ul></div>
     >>> verdict_block([])
     '<div id="verdict" class="none"><p><strong>No gate</strong> was set for this run.</p></div>'
     """
@@ -133,8 +137,7 @@ def verdict_block(verdict: Sequence[Tuple[bool, str]]) -> str:
         else f"<strong>PASSED</strong>: {gates}, all passed"
     )
     items = "".join(
-        f'<li class="{"passed" if passed else "failed"}">{"passed" if passed else "FAILED"}: {_e(line)}</li>'
-        for passed, line in verdict
+        f'<li class="{"passed" if passed else "failed"}">{MARKS[passed]} {_e(line)}</li>' for passed, line in verdict
     )
     return f'<div id="verdict" class="{"failed" if failed else "passed"}"><p>{head}</p><ul>{items}</ul></div>'
 
