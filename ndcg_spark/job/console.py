@@ -29,10 +29,19 @@ def printable(text: str) -> str:
 
 
 def cell(value: Any) -> str:
-    """A value as printed: floats to 6 decimals, a missing value as ``-``, control characters escaped."""
+    """A value as printed: floats to 6 decimals (in scientific notation below 1e-4, where six
+    decimals would say 0), a missing value as ``-``, control characters escaped.
+
+    Examples
+    --------
+    >>> [cell(v) for v in (0.0278, 9e-17, 0.0, None, "kr")]
+    ['0.027800', '9.000e-17', '0.000000', '-', 'kr']
+    """
     if value is None:
         return "-"
-    return f"{value:.6f}" if isinstance(value, float) else printable(str(value))
+    if isinstance(value, float):
+        return f"{value:.3e}" if 0 < abs(value) < 1e-4 else f"{value:.6f}"
+    return printable(str(value))
 
 
 def text_table(rows: List[Dict[str, Any]], columns: Sequence[tuple], segments: Sequence[str] = ()) -> str:
