@@ -68,6 +68,25 @@ def check_connect(spark, config) -> None:
         )
 
 
+def qualify(spark, path: str) -> str:
+    """``path`` made absolute and qualified with its file system (``file:/data/out``,
+    ``hdfs://nn:8020/data/out``), as Spark's writer resolves it: once, before anything is written,
+    so that the job's own records (journal, lock, manifest) name one place whatever the working
+    directory of a later run. Over Spark Connect, a local absolute path (:func:`check_connect`)."""
+    if is_connect(spark):
+        local = urlparse(path).path if path.startswith("file:") else path
+        return os.path.normpath(os.path.abspath(local))
+    jvm = spark._jvm
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+    fs = hadoop_path.getFileSystem(spark._jsc.hadoopConfiguration())
+    return str(fs.makeQualified(hadoop_path).toString()).rstrip("/") or "/"
+
+
+def shown(path: str) -> str:
+    """A qualified path as messages name it: ``file:/data/out`` as ``/data/out``, a URI as it is."""
+    return path[len("file:") :] if path.startswith("file:/") and not path.startswith("file://") else path
+
+
 def write_table(df, path: str) -> None:
     """Parquet at ``path``, a folder no earlier run wrote (a run's staging area).
 
@@ -118,6 +137,11 @@ class Files:
             self.local = fs.getScheme() == "file"
         else:
             self.local = True
+
+    @property
+    def shown(self) -> str:
+        """The output as messages name it: a local path without its ``file:`` scheme."""
+        return shown(self.root)
 
     def path(self, *parts: str) -> str:
         """``root/part/...`` as the tables' writer takes it."""
@@ -183,6 +207,15 @@ class Files:
         self._fs.mkdirs(target_path.getParent())
         if not self._fs.rename(self._path(source), target_path):
             raise OSError(f"could not rename {source} to {target}")
+
+    def modified(self, path: str) -> Optional[float]:
+        """The modification time of ``path`` in seconds since the epoch, or None when it is not there."""
+        try:
+            if self._jvm is None:
+                return os.stat(self._local(path)).st_mtime
+            return self._fs.getFileStatus(self._path(path)).getModificationTime() / 1000.0
+        except Exception:  # noqa: BLE001 - gone meanwhile (OSError, or Hadoop's FileNotFoundException)
+            return None
 
     def read_text(self, path: str) -> Optional[str]:
         """The text of a small file, or None when it does not exist."""
