@@ -102,7 +102,9 @@ class Holder:
         except (ValueError, AttributeError):
             renewed = None
         started = self.record.get("started_epoch")
-        times = [t for t in (renewed, started, modified) if isinstance(t, (int, float))]
+        times = [t for t in (renewed, started) if isinstance(t, (int, float))]
+        if not times and isinstance(modified, (int, float)):  # no record to read: the lock's own time
+            times = [modified]
         #: When the holder last showed it was alive (None: cannot tell).
         self.renewed = max(times) if times else None
         self.timeout = self.record.get("lock_timeout") or LOCK_TIMEOUT
