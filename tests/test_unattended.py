@@ -60,8 +60,12 @@ def lock_file(out: Path) -> Path:
     return out / "_ndcg_spark" / "locks" / f"{PLACE}.lock"
 
 
+#: What the JVM itself prints on stderr before Spark starts (the options the tests give it, a notice).
+JVM_NOTICES = ("Picked up JAVA_TOOL_OPTIONS", "WARNING: Using incubator modules")
+
+
 def one_line(text: str) -> str:
-    lines = text.strip().splitlines()
+    lines = [line for line in text.strip().splitlines() if not line.startswith(JVM_NOTICES)]
     assert len(lines) == 1, lines
     return lines[0]
 
@@ -96,7 +100,7 @@ def test_sigterm_and_sigint_end_a_run_as_the_contract_allows(spark, inputs, publ
         capsys.readouterr()
         assert run(args(inputs, int_out, "good", "--run-date", DATE, "--break-lock")) == EXIT_LOCKED
         refused = one_line(capsys.readouterr().err)
-        assert f"is locked by run " in refused and f"(pid {held.pid} on " in refused and "lease renewed " in refused
+        assert "is locked by run " in refused and f"(pid {held.pid} on " in refused and "lease renewed " in refused
         assert refused.endswith("which is running; --break-lock does not take a live run's lock (--break-lock force "
                                 "does, see docs/job.md)")  # fmt: skip
         os.killpg(held.pid, signal.SIGINT)
@@ -159,7 +163,9 @@ def test_a_killed_runs_retry_from_another_directory_breaks_its_lock_and_recovers
     assert broke.startswith("ndcg-spark: breaking the lock of run ") and f"(pid {killed.pid} on " in broke
     assert broke.endswith(f"on output {out} ({PLACE}): its run is gone")
     after = check_invariant(spark, out)
-    assert after["settings"]["recommendations"] == inputs["good"] and f"pid {killed.pid} " in after["run"]["broke_lock_of"]
+    assert (
+        after["settings"]["recommendations"] == inputs["good"] and f"pid {killed.pid} " in after["run"]["broke_lock_of"]
+    )
     assert after["run"]["output"] == f"file:{out}"
     assert {p: p.stat().st_mtime_ns for p in decoy.rglob("*")} == before
     assert check_invariant(spark, decoy) == marker_of(published)
@@ -182,7 +188,9 @@ def fake_holder(out: Path, renewed_ago: float, host: str = "another-host", pid: 
 
 
 def place_of(spark, out: Path) -> publish.Place:
-    return publish.Place(storage.Files(spark, storage.qualify(spark, str(out))), "evaluate", publish.Partition("run_date", DATE))
+    return publish.Place(
+        storage.Files(spark, storage.qualify(spark, str(out))), "evaluate", publish.Partition("run_date", DATE)
+    )
 
 
 @pytest.mark.parametrize(
