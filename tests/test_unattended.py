@@ -392,3 +392,19 @@ def test_mlflow_logging_is_bounded_in_time(spark, inputs, tmp_path, capsys, monk
     )
     assert took < 45
     assert check_invariant(spark, out, place="")["settings"]["mlflow_experiment"] == "nightly"
+
+
+@pytest.mark.parametrize(
+    "flags, value",
+    [([], False), (["--break-lock"], True), (["--break-lock", "force"], "force"), (["--break-lock", "maybe"], None)],
+)
+def test_break_lock_spellings(flags, value):
+    from ndcg_spark.errors import ConfigError
+    from ndcg_spark.job import parse_config
+
+    argv = ["--recommendations", "r/", "--relevance", "g/", "--output", "o/", *flags]
+    if value is None:
+        with pytest.raises(ConfigError, match="break_lock must be true or false, got 'maybe'"):
+            parse_config(argv)
+        return
+    assert parse_config(argv)[0].output.break_lock == value

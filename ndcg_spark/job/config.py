@@ -201,9 +201,10 @@ class _Config:
         for key in ("recommendations", "relevance", "output"):
             _required(key, values.get(key))
         inputs = Inputs(**{k: v for k, v in values.items() if k in INPUT_KEYS})
+        force = str(values.get("break_lock")).strip().lower() == FORCE
         flags = {k: parse_bool(values[k], k) if isinstance(values[k], str) else values[k]
-                 for k in ("report", "break_lock") if k in values}  # fmt: skip
-        if str(values.get("break_lock")).strip().lower() == FORCE:
+                 for k in ("report", "break_lock") if k in values and not (k == "break_lock" and force)}  # fmt: skip
+        if force:
             flags["break_lock"] = FORCE
         if "lock_timeout" in values:
             flags["lock_timeout"] = _seconds(values["lock_timeout"], "lock_timeout")

@@ -53,7 +53,7 @@ def _run(spark, config, compute: Callable) -> Dict[str, Any]:
         tracking.mlflow_client(config.mlflow.tracking_uri)
     # The output's one spelling, absolute and qualified, for everything the run writes and records.
     root = storage.qualify(spark, config.output.path)
-    publish.check_inputs(root, input_paths(spark, config))
+    publish.check_inputs(root, storage.input_paths(spark, config))
     place = publish.Place(storage.Files(spark, root), config.command, config.output.partition)
     publish.check_layout(place)
     interrupts.check()
@@ -77,16 +77,6 @@ def _run(spark, config, compute: Callable) -> Dict[str, Any]:
     finally:
         publish.tidy(place, made_output)
     return manifest
-
-
-def input_paths(spark, config) -> Dict[str, str]:
-    """The input tables given as paths (not catalog tables), qualified as the output is."""
-    inputs = config.inputs
-    named = [(role, getattr(inputs, role)) for role in ("recommendations", "relevance", "user_attributes")]
-    named += [("candidate", path) for path in getattr(config, "candidates", ())]
-    return {
-        f"{role} {value}": storage.qualify(spark, value) for role, value in named if value and storage.is_path(value)
-    }
 
 
 def _evaluate(spark, config: EvaluateConfig, stage: publish.Staging) -> Dict[str, Any]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 from urllib.parse import urlparse
 
 from ndcg_spark.errors import ConfigError
@@ -25,6 +25,14 @@ def read_input(spark, config, role: str, source: Optional[str] = None, label: Op
         options=config.options,
         label=label,
     )
+
+
+def input_paths(spark, config) -> Dict[str, str]:
+    """The input tables given as paths (not catalog tables), qualified as the output is."""
+    inputs = config.inputs
+    named = [(role, getattr(inputs, role)) for role in ("recommendations", "relevance", "user_attributes")]
+    named += [("candidate", path) for path in getattr(config, "candidates", ())]
+    return {f"{role} {value}": qualify(spark, value) for role, value in named if value and is_path(value)}
 
 
 def is_path(source: str) -> bool:
