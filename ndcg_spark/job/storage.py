@@ -28,11 +28,19 @@ def read_input(spark, config, role: str, source: Optional[str] = None, label: Op
 
 
 def input_paths(spark, config) -> Dict[str, str]:
-    """The input tables given as paths (not catalog tables), qualified as the output is."""
+    """The input tables given as paths (not catalog tables), qualified as the output is; one whose
+    file system cannot be reached is left out (reading it says why, exit 3)."""
     inputs = config.inputs
     named = [(role, getattr(inputs, role)) for role in ("recommendations", "relevance", "user_attributes")]
     named += [("candidate", path) for path in getattr(config, "candidates", ())]
-    return {f"{role} {value}": qualify(spark, value) for role, value in named if value and is_path(value)}
+    paths = {}
+    for role, value in named:
+        if value and is_path(value):
+            try:
+                paths[f"{role} {value}"] = qualify(spark, value)
+            except Exception:  # noqa: BLE001 - e.g. no FileSystem for its scheme here
+                continue
+    return paths
 
 
 def is_path(source: str) -> bool:
