@@ -250,10 +250,30 @@ def test_a_run_that_lost_its_lock_stops_before_its_publish(spark, inputs, publis
     assert run(args(inputs, out, "worse", "--run-date", DATE)) == EXIT_LOCKED
     line = one_line(capsys.readouterr().err)
     assert line.startswith(f"ndcg-spark: error: output {out} ({PLACE}): this run lost its lock to run 20261121T020001Z")
-    assert line.endswith("it stopped before publishing and left the output as that run has it")
+    assert line.endswith("and stopped, writing nothing more: the output is as that run has it")
     assert check_invariant(spark, out) == marker_of(published)
     assert {p: p.stat().st_mtime_ns for p in (out / "per_user").rglob("*")} == before
     assert json.loads(lock_file(out).read_text())["host"] == "another-host"  # the other run's lock stays
+
+
+def test_a_publish_another_run_finished_is_not_written_over(spark, inputs, published, tmp_path, capsys, monkeypatch):
+    """A run paused in its publish while another forced its lock and finished that publish (the
+    journal gone): the paused run writes no marker over what the other run published."""
+    out = copy_of(published, tmp_path / "out")
+    real = publish.checkpoint
+
+    def finished_by_another(step):
+        if step == "moved:per_user":
+            (journal,) = (out / "_ndcg_spark" / "staging" / PLACE).glob("*/publish.json")
+            journal.unlink()
+            lock_file(out).unlink()
+            fake_holder(out, renewed_ago=0)
+        real(step)
+
+    monkeypatch.setattr(publish, "checkpoint", finished_by_another)
+    assert run(args(inputs, out, "worse", "--run-date", DATE)) == EXIT_LOCKED
+    assert "this run lost its lock to run 20261121T020001Z" in one_line(capsys.readouterr().err)
+    assert marker_of(out) is None and check_invariant(spark, out) is None
 
 
 # ----------------------------------------------------------------------------- paths and layout

@@ -234,8 +234,8 @@ class Lease:
 
     def lost(self) -> OutputLocked:
         return OutputLocked(
-            f"output {self.files.shown} ({self.place.name}): this run lost its lock to {self.lost_to}; "
-            "it stopped before publishing and left the output as that run has it"
+            f"output {self.files.shown} ({self.place.name}): this run lost its lock to {self.lost_to} and "
+            "stopped, writing nothing more: the output is as that run has it"
         )
 
     def start(self) -> None:
@@ -271,7 +271,9 @@ def locked(place, run_id: str, break_lock: Any = False, timeout: float = LOCK_TI
     try:
         yield lease
     except BaseException as exc:
-        if lease.lost_to is not None or not _still_held(lease):
+        if lease.lost_to is None and not _still_held(lease):
+            lease.lost_to = lease.holder().describe(time.time())
+        if lease.lost_to is not None:
             raise lease.lost() from exc
         raise
     finally:

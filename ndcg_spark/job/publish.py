@@ -339,6 +339,13 @@ def tidy(place: Place, made_output: bool) -> None:
         files.remove_if_empty(files.root)
 
 
+def _journal_there(files: Files, journal: Dict[str, Any]) -> None:
+    """Go on only while the journal is there: a run that took the lock by force may have finished
+    this publish (and published its own result since); then nothing more is written."""
+    if not files.exists(f"{journal['folder']}/publish.json"):
+        raise OSError(f"the publish of run {journal['run_id']} was finished by another run; nothing more was written")
+
+
 def _apply(files: Files, journal: Dict[str, Any]) -> None:
     """The publish itself; idempotent, so an interrupted one is finished by running it again."""
     files.delete(journal["marker"])
@@ -349,8 +356,10 @@ def _apply(files: Files, journal: Dict[str, Any]) -> None:
             checkpoint(f"removed:{name}")
             files.rename(source, target)
             checkpoint(f"moved:{name}")
+    _journal_there(files, journal)
     for path in journal["removes"]:
         files.delete(path)
+    _journal_there(files, journal)
     files.write_text(journal["marker"], journal["marker_text"])
     checkpoint("published")
     files.delete(journal["folder"])
