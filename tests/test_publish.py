@@ -152,7 +152,7 @@ KILLS = {
 }
 
 
-def test_a_kill_at_any_step_leaves_the_previous_result_or_no_marker(spark, inputs, published, tmp_path):
+def test_a_kill_at_any_step_leaves_the_previous_result_or_no_marker(spark, inputs, published, tmp_path, capsys):
     """Every step of a re-run with another model, killed; then the next run finishes or clears what it left."""
     before = marker_of(published)
     procs = {}
@@ -182,12 +182,16 @@ def test_a_kill_at_any_step_leaves_the_previous_result_or_no_marker(spark, input
         # The killed run's lock is left, names its owner, and is never taken over silently.
         lock = json.loads((out / "_ndcg_spark" / "locks" / f"{PLACE}.lock").read_text())
         assert {"run_id", "pid", "host", "user", "started"} <= set(lock)
-    # The next run (bad data: it stops before publishing) is refused until the lock is broken on
-    # purpose; holding it, it finishes an interrupted publish (the staged result was complete)
-    # or clears a staging folder without one, and then fails, leaving a consistent result.
-    for step, (out, _, _) in procs.items():
-        assert run(args(inputs, out, "bad", "--run-date", DATE)) == EXIT_LOCKED
-        assert run(args(inputs, out, "bad", "--run-date", DATE, "--break-lock")) == EXIT_INPUT
+    # The next run (bad data: it stops before publishing) breaks the lock of the killed run by
+    # itself (its process is gone), saying so; holding it, it finishes an interrupted publish (the
+    # staged result was complete) or clears a staging folder without one, and then fails,
+    # leaving a consistent result.
+    for step, (out, _, proc) in procs.items():
+        capsys.readouterr()
+        assert run(args(inputs, out, "bad", "--run-date", DATE)) == EXIT_INPUT
+        err = capsys.readouterr().err.splitlines()
+        assert err[0].startswith("ndcg-spark: breaking the lock of run ") and f"(pid {proc.pid} on " in err[0]
+        assert err[0].endswith(": its run is gone") and len(err) == 2, err
         after = check_invariant(spark, out)
         assert after is not None, step
         finished = KILLS[step] in ("none", "new")
@@ -227,7 +231,8 @@ def test_a_second_run_of_the_same_date_is_refused_while_the_first_runs(spark, in
         assert run(args(inputs, out, "good", "--run-date", DATE)) == EXIT_LOCKED
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith(f"ndcg-spark: error: output {out} ({PLACE}) is locked by run ")
-        assert f"pid {first.pid} on " in err[0] and err[0].endswith("run again with --break-lock")
+        assert f"pid {first.pid} on " in err[0] and "lease renewed " in err[0]
+        assert err[0].endswith("which is running; its lock is broken by itself once its lease is 300 s old")
         # Another date is not held up.
         assert run(args(inputs, out, "good", "--run-date", "2026-11-22")) == EXIT_OK
     finally:

@@ -8,14 +8,18 @@ and an exit code (:mod:`ndcg_spark.errors`).
 
 from __future__ import annotations
 
+import errno
 import os
+import signal
 import sys
+import threading
+import time
 import traceback
 import warnings
 from typing import Optional, Sequence, Tuple
 
 from ndcg_spark.errors import EXIT_FAILURE, EXIT_OK, QualityGateFailed, as_error
-from ndcg_spark.job import console, history, pipeline
+from ndcg_spark.job import console, history, interrupts, pipeline, tracking
 from ndcg_spark.job.config import parse_config
 from ndcg_spark.job.history import HistoryConfig
 from ndcg_spark.job.storage import strict_json
@@ -33,6 +37,7 @@ def run(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def _run(argv: Sequence[str], verbose: bool) -> int:
+    command, config = "evaluate", None
     try:
         command = argv[0] if argv and argv[0] in ("compare", "history") else "evaluate"
         if command == "history":
@@ -40,12 +45,18 @@ def _run(argv: Sequence[str], verbose: bool) -> int:
             print(history.show(spark_session(config), config), flush=True)
             return EXIT_OK
         config, verbose = parse_config(argv[1:] if command == "compare" else argv, compare=command == "compare")
+        interrupts.install()
         session = spark_session(config)
+        interrupts.install(session)  # again: the SparkContext set its own SIGINT handler
         if command == "compare":
             manifest = pipeline.compare_main(session, config)
-            print(console.format_comparison(manifest["comparison"], config.options.group_by))
         else:
             manifest = pipeline.main(session, config)
+        if interrupts.received() is not None:
+            return stopped(command, config, manifest)
+        if command == "compare":
+            print(console.format_comparison(manifest["comparison"], config.options.group_by))
+        else:
             print(console.format_summary(manifest["metrics"], config.options.group_by, manifest["rows"]))
             drop = manifest.get("regression_gate")
             if drop and not any(not g["passed"] for g in drop["gates"]):  # a failure is the error line on stderr
@@ -66,15 +77,76 @@ def _run(argv: Sequence[str], verbose: bool) -> int:
             raise QualityGateFailed(failed)
         return EXIT_FAILURE if untracked else EXIT_OK
     except BaseException as exc:  # noqa: BLE001 - every failure becomes one line and an exit code
-        if isinstance(exc, KeyboardInterrupt):
+        if isinstance(exc, KeyboardInterrupt) and interrupts.received() is None:
             raise
         if isinstance(exc, SystemExit) and exc.code == 0:  # --help was printed
             return EXIT_OK
+        if interrupts.received() is not None and config is not None and command != "history":
+            return stopped(command, config, None)
         code, message = classify_error(exc)
+        full = disk_full(exc)
+        if full and config is not None:
+            code, message = (
+                EXIT_FAILURE,
+                f"{full} writing to {shown_path(config.output.path)}: free space there (or raise the quota) and run again",
+            )
         if verbose:
             traceback.print_exc()
         print(f"ndcg-spark: error: {message}", file=sys.stderr)
         return code
+    finally:
+        if command != "history":
+            interrupts.reset()
+
+
+def stopped(command: str, config, manifest: Optional[dict]) -> int:
+    """A run ended by SIGTERM or SIGINT: its finished line (status ``terminated`` or
+    ``interrupted``), one line on stderr, and exit 143 or 130."""
+    signum = interrupts.received()
+    status = "terminated" if signum == signal.SIGTERM else "interrupted"
+    part = config.output.partition
+    where = f"{shown_path(config.output.path)}" + (f" ({part.directory})" if part else "")
+    if manifest is not None:
+        record = console.finished_record(command, config, manifest, status)
+        line = f"after publishing {where}: the new result is in place"
+    else:
+        record = {"event": "ndcg_spark.finished", "command": command, "status": status, "output": config.output.path}
+        record["partition"] = {part.key: part.value} if part else None
+        line = f"before publishing {where}: the previous result is as it was"
+    record.update(signal=interrupts.name(signum), published=manifest is not None)
+    print(strict_json(record), flush=True)
+    print(f"ndcg-spark: error: stopped by {interrupts.name(signum)} {line}", file=sys.stderr, flush=True)
+    return interrupts.exit_code(signum)
+
+
+#: Words of a write that found no room, as the OS (or Hadoop, quoting it) gives them.
+NO_SPACE = (("No space left on device", "no space left on device"), ("Disk quota exceeded", "disk quota exceeded"))
+
+
+def disk_full(exc: BaseException) -> Optional[str]:
+    """ "no space left on device" (or "disk quota exceeded") when that is why ``exc`` happened, else None.
+
+    Read from the Python exceptions and, for a Spark failure, the messages of its Java causes."""
+    texts, seen, current = [], 0, exc
+    while current is not None and seen < 10:
+        if isinstance(current, OSError) and current.errno in (errno.ENOSPC, errno.EDQUOT):
+            return NO_SPACE[current.errno == errno.EDQUOT][1]
+        texts.append(str(current))
+        java = getattr(current, "_origin", None) or getattr(current, "java_exception", None)
+        for _ in range(20):
+            if java is None:
+                break
+            try:
+                texts.append(str(java.toString()))
+                java = java.getCause()
+            except Exception:  # noqa: BLE001 - not a Java object, or the JVM is gone
+                break
+        current, seen = current.__cause__ or current.__context__, seen + 1
+    text = "\n".join(texts)
+    for words, line in NO_SPACE:
+        if words in text:
+            return line
+    return None
 
 
 def track(spark, config, manifest, failed: Optional[str]) -> Tuple[Optional[str], Optional[str]]:
@@ -82,13 +154,30 @@ def track(spark, config, manifest, failed: Optional[str]) -> Tuple[Optional[str]
 
     The run is logged after it is published, so a logging failure cannot take the result back:
     it is reported in one line (exit 1 unless a gate failed, which exits 4), and a re-run of
-    the same date publishes the same result and logs it.
+    the same date publishes the same result and logs it. Logging is bounded in time
+    (:data:`~ndcg_spark.job.tracking.BUDGET` seconds, and MLflow's own HTTP timeout and
+    retries made short): an unreachable tracking server costs about a minute, not several.
     """
     gated = bool(manifest.get("quality_gates") or manifest.get("regression_gate") or manifest.get("non_inferiority"))
-    try:
-        return pipeline.track(spark, config, manifest, bool(failed) if gated else None), None
-    except Exception as exc:  # noqa: BLE001 - whatever MLflow raises, the published result stands
-        return None, f"MLflow logging failed: {classify_error(exc)[1]} (outputs were written)"
+    outcome: dict = {}
+
+    def log() -> None:
+        try:
+            outcome["id"] = pipeline.track(spark, config, manifest, bool(failed) if gated else None)
+        except BaseException as exc:  # noqa: BLE001 - whatever MLflow raises, the published result stands
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=log, name="ndcg-spark-mlflow", daemon=True)
+    deadline = time.monotonic() + tracking.BUDGET
+    with tracking.bounded_http():
+        worker.start()
+        while worker.is_alive() and time.monotonic() < deadline and interrupts.received() is None:
+            worker.join(0.2)
+    if "id" in outcome:
+        return outcome["id"], None
+    if "error" in outcome:
+        return None, f"MLflow logging failed: {classify_error(outcome['error'])[1]} (outputs were written)"
+    return None, f"MLflow logging did not finish within {tracking.BUDGET:.0f} s; gave up (outputs were written)"
 
 
 def classify_error(exc: BaseException) -> Tuple[int, str]:
@@ -116,6 +205,8 @@ def spark_session(config):
         log_conf = os.path.join(os.path.dirname(os.path.dirname(__file__)), "log4j2.properties")
         builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log_conf}")
         builder = builder.config("spark.ui.showConsoleProgress", "false")
+        with interrupts.jvm_ignoring_sigterm():
+            return builder.getOrCreate()
     return builder.getOrCreate()
 
 

@@ -14,13 +14,14 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Dict, Optional, Sequence, Tuple
+from typing import Any, ClassVar, Dict, Optional, Sequence, Tuple, Union
 
 from ndcg_spark._stats import CORRECTIONS
 from ndcg_spark.compare import PAIRINGS
 from ndcg_spark.errors import ConfigError
 from ndcg_spark.job.flags import load_toml, number_text, option_value, parse_bool
 from ndcg_spark.job.gates import ChangeGate, DropGates, Gate, parse_worse_gates
+from ndcg_spark.job.lease import FORCE, LOCK_TIMEOUT
 from ndcg_spark.job.tracking import MlflowTarget, redact
 from ndcg_spark.options import EvaluationOptions, check_known_keys, k_label
 from ndcg_spark.reading import FORMATS, ROLES
@@ -130,10 +131,28 @@ class Output:
     path: str
     partition: Optional[Partition] = None
     report: bool = True
-    break_lock: bool = False
+    #: False, True (break a lock whose lease is stalled) or ``"force"`` (break any lock).
+    break_lock: Union[bool, str] = False
+    #: Seconds a lock's lease may go unrenewed before the next run breaks it.
+    lock_timeout: float = LOCK_TIMEOUT
 
     def __post_init__(self) -> None:
         _required("output", self.path)
+        if self.break_lock not in (True, False, FORCE):
+            raise ConfigError(f"break_lock must be true, false or {FORCE!r}, got {self.break_lock!r}")
+        timeout = self.lock_timeout
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 1 <= timeout <= 86400:
+            raise ConfigError(f"lock_timeout must be a number of seconds from 1 to 86400, got {timeout!r}")
+
+
+def _seconds(value: Any, name: str) -> Any:
+    """A number of seconds as written in TOML or a flag (checked by :class:`Output`)."""
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            raise ConfigError(f"{name} must be a number of seconds, got {value!r}") from None
+    return value
 
 
 def _required(name: str, value: Any) -> None:
@@ -143,7 +162,7 @@ def _required(name: str, value: Any) -> None:
 
 #: The config keys of each part; a key of neither part nor the options is the command's own.
 INPUT_KEYS = tuple(f.name for f in dataclasses.fields(Inputs))
-OUTPUT_KEYS = ("output", "run_date", "partition", "report", "break_lock")
+OUTPUT_KEYS = ("output", "run_date", "partition", "report", "break_lock", "lock_timeout")
 SESSION_KEYS = ("master", "remote")
 TRACKING_KEYS = ("mlflow_experiment", "mlflow_tracking_uri")
 
@@ -182,8 +201,13 @@ class _Config:
         for key in ("recommendations", "relevance", "output"):
             _required(key, values.get(key))
         inputs = Inputs(**{k: v for k, v in values.items() if k in INPUT_KEYS})
+        force = str(values.get("break_lock")).strip().lower() == FORCE
         flags = {k: parse_bool(values[k], k) if isinstance(values[k], str) else values[k]
-                 for k in ("report", "break_lock") if k in values}  # fmt: skip
+                 for k in ("report", "break_lock") if k in values and not (k == "break_lock" and force)}  # fmt: skip
+        if force:
+            flags["break_lock"] = FORCE
+        if "lock_timeout" in values:
+            flags["lock_timeout"] = _seconds(values["lock_timeout"], "lock_timeout")
         output = Output(values["output"], Partition.parse(values.get("run_date"), values.get("partition")), **flags)
         own = {k: v for k, v in values.items() if k in cls.OWN_KEYS}
         session = {k: v for k, v in values.items() if k in SESSION_KEYS}

@@ -17,6 +17,8 @@ from ndcg_spark.errors import ConfigError
 from ndcg_spark.options import WHOLE_LIST, Cutoff, EvaluationOptions
 from ndcg_spark.reading import FORMATS, ROLES
 
+#: The largest k: ranks are Spark integers.
+MAX_K = 2**31 - 1
 #: Config keys holding paths: written ./x or ../x in a file, they are relative to the file.
 PATH_KEYS = ("recommendations", "relevance", "output", "user_attributes", "candidate")
 
@@ -31,6 +33,9 @@ def parse_cutoff(text: Any) -> Cutoff:
         text = int(text)
     if isinstance(text, bool) or not isinstance(text, int) or text < 1:
         raise ConfigError(f"k must hold positive integers or '{WHOLE_LIST}', got {text!r}")
+    if text > MAX_K:
+        # Spark's ranks are 32-bit integers: a larger k would fail at the end of the evaluation.
+        raise ConfigError(f"k = {text} is larger than {MAX_K}, the largest k Spark can rank to; use '{WHOLE_LIST}'")
     return text
 
 
@@ -245,10 +250,17 @@ def build_parser(compare: bool = False) -> argparse.ArgumentParser:
     parser.add_argument(
         "--break-lock",
         dest="break_lock",
-        action="store_const",
+        nargs="?",
         const=True,
-        help="Clear the lock a killed run left on the output (or partition) before running. Only when that run "
-        "is gone: the lock stops two runs writing one result at once.",
+        metavar="force",
+        help="Also break a lock whose lease missed its renewals (a run stalled or gone on another host); a lock "
+        "whose run is gone is broken without it. '--break-lock force' breaks a live run's lock too: two runs "
+        "may then write one result at once (docs/job.md).",
+    )
+    parser.add_argument(
+        "--lock-timeout",
+        dest="lock_timeout",
+        help="Seconds a run's lock may go without its lease renewed before the next run breaks it (default: 300).",
     )
     parser.add_argument(
         "--fail-below",

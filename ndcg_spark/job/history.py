@@ -91,16 +91,38 @@ def read_history(
 
 
 def previous_run(spark, output: str, before: str, key: str = RUN_DATE, *, passed_only: bool = False) -> Optional[str]:
-    """The most recent complete run before ``before`` (compared as text), or None; with
-    ``passed_only``, the most recent whose gates all passed (its manifest says so), so a bad
-    night that persists is held against the last good one, night after night."""
+    """The most recent complete run before ``before`` (compared as text) whose tables are there,
+    or None (:func:`previous_intact_run`)."""
+    return previous_intact_run(spark, output, before, key, passed_only=passed_only)[0]
+
+
+def previous_intact_run(
+    spark, output: str, before: str, key: str = RUN_DATE, *, passed_only: bool = False
+) -> Tuple[Optional[str], List[str]]:
+    """(the most recent complete run before ``before`` whose tables are there, or None; the
+    later runs skipped because a table of theirs is gone). With ``passed_only``, the most recent
+    whose gates all passed (its manifest says so), so a bad night that persists is held against
+    the last good one, night after night."""
+    files = storage.Files(spark, output)
     earlier = [v for v in complete_runs(spark, output, key) if v < before]
-    if not passed_only:
-        return earlier[-1] if earlier else None
+    skipped = []
     for value in reversed(earlier):
-        if gates_passed(read_manifest(spark, output, value, key)):
-            return value
-    return None
+        if passed_only and not gates_passed(read_manifest(spark, output, value, key)):
+            continue
+        if missing_tables(files, value, key, read_manifest(spark, output, value, key)):
+            skipped.append(value)
+            continue
+        return value, skipped
+    return None, skipped
+
+
+def missing_tables(files: storage.Files, value: str, key: str, manifest: Dict[str, Any]) -> List[str]:
+    """The tables a run's manifest vouches for that are no longer there (deleted by hand, say)."""
+    tables = (manifest.get("run") or {}).get("tables")
+    if not isinstance(tables, dict):  # a manifest of an older version: its per-user table
+        place = run_place(files, value, key)
+        return [] if files.exists(place.table("per_user")) else ["per_user"]
+    return [name for name, t in tables.items() if not files.exists(files.path(t.get("path", "")))]
 
 
 def gates_passed(manifest: Dict[str, Any]) -> bool:
@@ -164,9 +186,22 @@ def format_history(rows: List[Dict[str, Any]], segments: Sequence[str] = (), key
     return text_table(rows, HISTORY_COLUMNS, [key, *segments])
 
 
-def history_record(output: str, rows: List[Dict[str, Any]], key: str = RUN_DATE) -> Dict[str, Any]:
-    """The history as ``--json`` prints it: the output, the partition key, the runs and their rows."""
-    return {"output": output, "key": key, "runs": sorted({r[key] for r in rows}), "rows": rows}
+def history_record(
+    output: str, rows: List[Dict[str, Any]], key: str = RUN_DATE, broken: Optional[Dict[str, List[str]]] = None
+) -> Dict[str, Any]:
+    """The history as ``--json`` prints it: the output, the partition key, the runs, their rows,
+    and the runs whose tables are gone (``broken``: value -> the missing tables)."""
+    runs = sorted({r[key] for r in rows})
+    return {"output": output, "key": key, "runs": runs, "rows": rows, "broken": broken or {}}
+
+
+def broken_lines(broken: Dict[str, List[str]], key: str = RUN_DATE) -> List[str]:
+    """One line per run whose manifest stands but whose tables are gone."""
+    return [
+        f"broken: {key}={value}: its {', '.join(tables)} table(s) are missing (the figures are its manifest's; "
+        "the regression gate skips it; re-run the date to restore it)"
+        for value, tables in sorted(broken.items())
+    ]
 
 
 def trend_rows(
@@ -187,13 +222,16 @@ def trend_rows(
 
 
 def history_text(spark, output: str, *, key: str = RUN_DATE, last: Optional[int] = None, as_json: bool = False) -> str:
-    """What ``ndcg-spark history`` prints: the table of :func:`format_history`, or with
-    ``as_json`` the one JSON document of :func:`history_record`."""
+    """What ``ndcg-spark history`` prints: the table of :func:`format_history` and a line per
+    broken run (:func:`broken_lines`), or with ``as_json`` the one JSON document of
+    :func:`history_record`."""
     runs = read_history(spark, output, key, last)
     rows = history_rows(runs, key)
+    files = storage.Files(spark, output)
+    broken = {v: m for v, m in ((v, missing_tables(files, v, key, m)) for v, m in runs) if m}
     if as_json:
-        return storage.strict_json(history_record(output, rows, key))
-    return format_history(rows, history_segments(runs), key)
+        return storage.strict_json(history_record(output, rows, key, broken))
+    return "\n".join([format_history(rows, history_segments(runs), key), *broken_lines(broken, key)])
 
 
 @dataclass(frozen=True)

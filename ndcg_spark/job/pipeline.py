@@ -21,7 +21,7 @@ from ndcg_spark._report_compare import render_comparison
 from ndcg_spark.compare import compare_models
 from ndcg_spark.errors import ConfigError, InputDataError, NdcgError, RowCheckFailed, as_error
 from ndcg_spark.evaluation import evaluate_rows
-from ndcg_spark.job import history, publish, regression, storage, tracking
+from ndcg_spark.job import history, interrupts, lease, publish, regression, storage, tracking
 from ndcg_spark.job.config import CompareConfig, EvaluateConfig
 from ndcg_spark.job.gates import margins_by_k, non_inferiority, worse_failure
 from ndcg_spark.options import EvaluationOptions, k_label
@@ -51,18 +51,27 @@ def _run(spark, config, compute: Callable) -> Dict[str, Any]:
     if config.mlflow:
         # A store MLflow cannot open is a config error before anything is read, not after publishing.
         tracking.mlflow_client(config.mlflow.tracking_uri)
-    place = publish.Place(storage.Files(spark, config.output.path), config.command, config.output.partition)
+    # The output's one spelling, absolute and qualified, for everything the run writes and records.
+    root = storage.qualify(spark, config.output.path)
+    publish.check_inputs(root, storage.input_paths(spark, config))
+    place = publish.Place(storage.Files(spark, root), config.command, config.output.partition)
     publish.check_layout(place)
+    interrupts.check()
     run_id, made_output = publish.new_run_id(), not place.files.exists(place.files.root)
     try:
-        with publish.locked(place, run_id, config.output.break_lock) as broken:
+        with lease.locked(place, run_id, config.output.break_lock, config.output.lock_timeout) as held:
             publish.recover(place)
             stage = publish.Staging(place, run_id)
+
+            def guard() -> None:
+                interrupts.check()
+                held.ensure()
+
             try:
                 manifest = compute(spark, config, stage)
-                manifest["run"] = {"id": run_id, "broke_lock_of": broken, **stage.describe()}
+                manifest["run"] = {"id": run_id, "output": root, "broke_lock_of": held.broke, **stage.describe()}
                 manifest["duration_seconds"] = round(time.time() - started, 3)
-                stage.publish(manifest)
+                stage.publish(manifest, guard)
             finally:
                 stage.discard()
     finally:
@@ -107,13 +116,13 @@ def _evaluate(spark, config: EvaluateConfig, stage: publish.Staging) -> Dict[str
         if config.drop:
             # Tonight's per-user figures are cached: the pairing with the previous run reads them again.
             drop = regression.regression_gate(
-                spark, config.output.path, part.value, per_user, config.drop.gates, opts.group_by,
+                spark, stage.place.files.root, part.value, per_user, config.drop.gates, opts.group_by,
                 opts.user_col, key=part.key, point_estimate=config.drop.on_estimate,
                 passed_only=config.drop.baseline == "last_passed",
             )  # fmt: skip
         if config.output.report:
             bins = [r.asDict() for r in ndcg_histogram(per_user, opts.group_by).collect()]
-            trend, key = trend_of(spark, config, metrics), part.key if part else "run_date"
+            trend, key = trend_of(spark, config, metrics, stage.place.files.root), part.key if part else "run_date"
             notes = report_notes(config, opts)
             page = render(metrics, bins, opts.group_by, notes=notes, options=opts, trend=trend, trend_key=key)
             stage.file("report.html", page)
@@ -193,20 +202,23 @@ def _compare(spark, config: CompareConfig, stage: publish.Staging) -> Dict[str, 
     }
 
 
-def trend_of(spark, config: EvaluateConfig, metrics: List[Dict[str, Any]]) -> Optional[List[Dict[str, Any]]]:
+def trend_of(
+    spark, config: EvaluateConfig, metrics: List[Dict[str, Any]], output: Optional[str] = None
+) -> Optional[List[Dict[str, Any]]]:
     """The report's trend rows: tonight's figures and those of the earlier complete runs (read
     from their markers), ``trend_runs`` runs in all; None for a run without a partition."""
     part, last = config.output.partition, config.trend_runs
     if part is None or last == 0:
         return None
-    earlier = history.read_history(spark, config.output.path, part.key, last=last - 1, before=part.value)
+    earlier = history.read_history(spark, output or config.output.path, part.key, last=last - 1, before=part.value)
     return history.trend_rows(earlier, (part.value, metrics), part.key, last, config.options.group_by)
 
 
 def track(spark, config, manifest: Dict[str, Any], gate_failed: Optional[bool]) -> str:
     """Log a published run to MLflow (``config.mlflow``): the marker and the report as they were
     published, read back from the output. Returns the MLflow run id."""
-    place = publish.Place(storage.Files(spark, config.output.path), config.command, config.output.partition)
+    output = (manifest.get("run") or {}).get("output") or config.output.path
+    place = publish.Place(storage.Files(spark, output), config.command, config.output.partition)
     texts = {}
     for path in (place.marker, f"{place.marker_dir}/report.html"):
         text = place.files.read_text(path)

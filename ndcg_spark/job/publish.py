@@ -8,14 +8,20 @@ that the tables it describes are complete. The protocol keeps that true however 
 1. The output's layout (which command made it, which partition key) is recorded once, in
    ``DIR/_ndcg_spark/layout.json``; a run that does not fit it is refused before anything is read.
 2. A lock per place, ``DIR/_ndcg_spark/locks/<place>.lock``, is created atomically before
-   anything is written; a second run of the same place is refused (:class:`OutputLocked`).
+   anything is written and held as a lease (:mod:`ndcg_spark.job.lease`); a second run of the
+   same place is refused while the first lives, and breaks its lock once it is gone.
 3. Everything is written under ``DIR/_ndcg_spark/staging/<place>/<run id>/``, away from the live
    paths. A run that stops here leaves the previous result as it was.
-4. Publish: a journal (``publish.json``) is written into the staging folder; then the marker
-   is removed, each table and file renamed into place (or the previous run's removed, when this
-   run has none), and the new marker written last.
+4. Publish: the run checks that it still holds its lock and was not stopped by a signal, then
+   writes a journal (``publish.json``) into the staging folder; then the marker is removed, each
+   table and file renamed into place (or the previous run's removed, when this run has none),
+   and the new marker written last.
 5. The next run of the place, holding the lock, finishes a publish whose journal is there (the
    staged result was complete) and deletes staging folders without one.
+
+Every path the job writes is the output's, made absolute and qualified with its file system
+once, before the lock (:func:`ndcg_spark.job.storage.qualify`): a journal names absolute paths
+only, and one that names a path outside the output it was found in is refused.
 
 So a reader sees the previous result with its marker, the new one with its marker, or no marker.
 """
@@ -23,20 +29,17 @@ So a reader sees the previous result with its marker, the new one with its marke
 from __future__ import annotations
 
 import datetime
-import getpass
 import json
 import os
-import socket
-import sys
 import time
 import uuid
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from ndcg_spark.errors import ConfigError, OutputLocked
+from ndcg_spark.errors import ConfigError
+from ndcg_spark.job import interrupts
 from ndcg_spark.job.config import Partition
-from ndcg_spark.job.storage import Files, strict_json
+from ndcg_spark.job.storage import Files, shown, strict_json
 
 #: The folder of the job's own state inside an output directory.
 STATE = "_ndcg_spark"
@@ -61,8 +64,9 @@ def checkpoint(step: str) -> None:
     if os.environ.get(PAUSE_AT) == step:
         with open(os.environ[PAUSE_FILE], "w") as fh:
             fh.write(step)
-        while True:
-            time.sleep(60)
+        # Until killed; a SIGTERM or SIGINT lets the run go on, to stop as the contract allows.
+        while interrupts.received() is None:
+            time.sleep(0.1)
 
 
 @dataclass(frozen=True)
@@ -137,14 +141,50 @@ def check_layout(place: Place) -> None:
     """Refuse (exit 2, nothing touched) a run that does not fit the output it writes into."""
     files = place.files
     if files.exists(files.root) and not files.is_dir(files.root):
-        raise ConfigError(f"output {files.root} is a file, not a directory")
-    strange = [n for n in files.list(files.root) if n not in OUR_NAMES]
+        raise ConfigError(f"output {files.shown} is a file, not a directory")
+    names = files.list(files.root)
+    strange = [n for n in names if n not in OUR_NAMES]
+    if not strange and names and not is_ours(files):
+        # Our names only, but neither our state nor a marker of ours: someone else's files.
+        strange = names
     if strange:
         raise ConfigError(
-            f"output {files.root} already holds other data ({', '.join(strange[:3])}); "
+            f"output {files.shown} already holds other data ({', '.join(strange[:3])}); "
             "choose an empty directory or a previous ndcg-spark output"
         )
     _check_fits(place, recorded_layout(files))
+
+
+def is_ours(files: Files) -> bool:
+    """Whether a folder holding only names we write is an output of ours: it has our state
+    folder, or a marker that reads as ours (a manifest with the run's settings)."""
+    if files.is_dir(files.path(STATE)):
+        return True
+    markers = [files.path(marker) for _, marker in COMMANDS.values()]
+    for directory in files.list(files.path("_manifests")):
+        markers += [files.path("_manifests", directory, marker) for _, marker in COMMANDS.values()]
+    for path in markers:
+        try:
+            manifest = json.loads(files.read_text(path) or "")
+        except ValueError:
+            continue
+        if isinstance(manifest, dict) and isinstance(manifest.get("settings"), dict) and "run" in manifest:
+            return True
+    return False
+
+
+def check_inputs(root: str, inputs: Dict[str, str]) -> None:
+    """Refuse (exit 2, nothing written) an output that is an input, lies inside an input's folder,
+    or holds an input: Spark would read the output's folders as part of the input (or the reverse)."""
+    out = root.rstrip("/") + "/"
+    for name, path in inputs.items():
+        inp = path.rstrip("/") + "/"
+        if out.startswith(inp) or inp.startswith(out):
+            where = "is" if out == inp else "is inside" if out.startswith(inp) else "holds"
+            raise ConfigError(
+                f"output {shown(root)} {where} the {name.split(' ', 1)[0]} input {shown(path)}: a job's output must not be "
+                "inside an input's folder, nor an input inside the output; choose another output"
+            )
 
 
 def _check_fits(place: Place, layout: Optional[Dict[str, Any]]) -> None:
@@ -153,20 +193,22 @@ def _check_fits(place: Place, layout: Optional[Dict[str, Any]]) -> None:
     root, key = place.files.root, layout.get("partition_key")
     if layout.get("command") != place.command:
         raise ConfigError(
-            f"output {root} holds the results of 'ndcg-spark {layout.get('command')}', not of "
+            f"output {shown(root)} holds the results of 'ndcg-spark {layout.get('command')}', not of "
             f"'ndcg-spark {place.command}'; choose another output"
         )
     mine = place.partition.key if place.partition else None
     if mine == key:
         return
     if key is None:
-        raise ConfigError(f"output {root} is not partitioned; run without --run-date/--partition, or choose another")
+        raise ConfigError(
+            f"output {shown(root)} is not partitioned; run without --run-date/--partition, or choose another"
+        )
     if mine is None:
         raise ConfigError(
-            f"output {root} is partitioned by {key}: give --run-date or --partition {key}=VALUE "
+            f"output {shown(root)} is partitioned by {key}: give --run-date or --partition {key}=VALUE "
             "(a run of the whole output would replace every partition)"
         )
-    raise ConfigError(f"output {root} is partitioned by {key}, not by {mine}; choose another output")
+    raise ConfigError(f"output {shown(root)} is partitioned by {key}, not by {mine}; choose another output")
 
 
 def _record_layout(place: Place) -> None:
@@ -175,60 +217,6 @@ def _record_layout(place: Place) -> None:
     path = files.path(STATE, "layout.json")
     if not files.create_new(path, strict_json(layout_of(place), indent=2) + "\n"):
         _check_fits(place, json.loads(files.read_text(path)))
-
-
-# ----------------------------------------------------------------------------- lock
-
-
-def _owner(run_id: str, place: Place) -> Dict[str, Any]:
-    return {
-        "run_id": run_id,
-        "command": place.command,
-        "place": place.name,
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
-        "user": getpass.getuser(),
-        "started": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-    }
-
-
-def describe_owner(text: Optional[str]) -> str:
-    """A lock's owner in words: which run, where and since when."""
-    try:
-        o = json.loads(text or "")
-        return f"run {o['run_id']} (pid {o['pid']} on {o['host']}, user {o['user']}, started {o['started']})"
-    except (ValueError, KeyError, TypeError):
-        return "a run that left no owner record"
-
-
-@contextmanager
-def locked(place: Place, run_id: str, break_lock: bool = False) -> Iterator[Optional[str]]:
-    """Hold the place's lock; yields the owner of a lock broken on purpose (``break_lock``), or None.
-
-    A lock is never taken over silently: without ``break_lock`` a held lock stops the run
-    (:class:`OutputLocked`, exit 5). The lock is released only by the run that holds it.
-    """
-    files, path = place.files, place.lock_path
-    owner = strict_json(_owner(run_id, place))
-    broken = None
-    if not files.create_new(path, owner):
-        held = files.read_text(path)
-        if not break_lock:
-            raise OutputLocked(
-                f"output {files.root} ({place.name}) is locked by {describe_owner(held)}; if that run is no longer "
-                "running, run again with --break-lock"
-            )
-        broken = describe_owner(held)
-        print(f"ndcg-spark: breaking the lock of {broken} on {files.root} ({place.name})", file=sys.stderr)
-        files.delete(path)
-        if not files.create_new(path, owner):
-            raise OutputLocked(f"output {files.root} ({place.name}) was locked again by {describe_owner(None)}")
-    try:
-        yield broken
-    finally:
-        held = files.read_text(path)
-        if held is not None and json.loads(held).get("run_id") == run_id:
-            files.delete(path)
 
 
 # ----------------------------------------------------------------------------- staging and publish
@@ -250,10 +238,27 @@ def recover(place: Place) -> List[str]:
         folder = f"{place.staging_root}/{run_id}"
         journal = files.read_text(f"{folder}/publish.json")
         if journal is not None:
-            _apply(files, json.loads(journal))
+            _apply(files, check_journal(place, json.loads(journal), f"{folder}/publish.json"))
             finished.append(run_id)
         files.delete(folder)
     return finished
+
+
+def check_journal(place: Place, journal: Dict[str, Any], path: str) -> Dict[str, Any]:
+    """The journal, if every path it names is under the output it was found in; otherwise a
+    ConfigError (exit 2): the output was moved or copied during a publish, or the journal was
+    written with relative paths, and applying it could write into another output."""
+    root = place.files.root.rstrip("/") + "/"
+    paths = [journal.get("folder"), journal.get("marker")]
+    paths += [p for move in journal.get("moves") or [] for p in move[1:]] + list(journal.get("removes") or [])
+    outside = [p for p in paths if not isinstance(p, str) or not p.startswith(root)]
+    if outside or journal.get("output", root[:-1]) != root[:-1]:
+        raise ConfigError(
+            f"the publish journal {shown(path)} names {outside[0] if outside else journal.get('output')!r}, which is not "
+            f"under the output {shown(root[:-1])}: the output was moved or copied while a publish was interrupted; "
+            "delete that staging folder to discard the run it holds"
+        )
+    return journal
 
 
 class Staging:
@@ -288,8 +293,11 @@ class Staging:
         companions = [n for n in COMPANIONS if n in self.written]
         return {"tables": tables, "files": companions}
 
-    def publish(self, marker: Dict[str, Any]) -> None:
-        """Put the staged result in place, the marker last (see the module's protocol)."""
+    def publish(self, marker: Dict[str, Any], guard: Optional[Callable[[], None]] = None) -> None:
+        """Put the staged result in place, the marker last (see the module's protocol).
+
+        ``guard`` is called right before the journal is written: it raises to stop the run there
+        (a signal received, the lock lost), which leaves the previous result as it was."""
         place, files = self.place, self.place.files
         _record_layout(place)
         moves = [(n, self.written[n], place.table(n)) for n in place.tables if n in self.written]
@@ -298,6 +306,7 @@ class Staging:
         removes += [f"{place.marker_dir}/{n}" for n in COMPANIONS if n not in self.written]
         journal = {
             "run_id": self.run_id,
+            "output": files.root,
             "folder": self.folder,
             "marker": place.marker,
             "marker_text": strict_json(marker, indent=2) + "\n",
@@ -305,6 +314,8 @@ class Staging:
             "removes": removes,
         }
         checkpoint("staged")
+        if guard is not None:
+            guard()
         files.write_text(f"{self.folder}/publish.json", strict_json(journal, indent=2))
         _apply(files, journal)
 
@@ -328,6 +339,13 @@ def tidy(place: Place, made_output: bool) -> None:
         files.remove_if_empty(files.root)
 
 
+def _journal_there(files: Files, journal: Dict[str, Any]) -> None:
+    """Go on only while the journal is there: a run that took the lock by force may have finished
+    this publish (and published its own result since); then nothing more is written."""
+    if not files.exists(f"{journal['folder']}/publish.json"):
+        raise OSError(f"the publish of run {journal['run_id']} was finished by another run; nothing more was written")
+
+
 def _apply(files: Files, journal: Dict[str, Any]) -> None:
     """The publish itself; idempotent, so an interrupted one is finished by running it again."""
     files.delete(journal["marker"])
@@ -338,8 +356,10 @@ def _apply(files: Files, journal: Dict[str, Any]) -> None:
             checkpoint(f"removed:{name}")
             files.rename(source, target)
             checkpoint(f"moved:{name}")
+    _journal_there(files, journal)
     for path in journal["removes"]:
         files.delete(path)
+    _journal_there(files, journal)
     files.write_text(journal["marker"], journal["marker_text"])
     checkpoint("published")
     files.delete(journal["folder"])

@@ -1,7 +1,8 @@
 """The regression gate (``--fail-if-drop``): tonight's per-user NDCG against the most recent
 earlier complete run's in the same output, paired by user, per segment and k.
 
-The previous run is found by its marker (:func:`ndcg_spark.job.history.previous_run`); its
+The previous run is found by its marker (:func:`ndcg_spark.job.history.previous_intact_run`,
+which skips a run whose tables were deleted); its
 per-user partition is read and paired with tonight's in Spark, and only one row per segment and
 k is collected, from which the 95% interval of the mean paired difference is computed as
 ``compare`` does (paired t).
@@ -19,7 +20,8 @@ from ndcg_spark._sql import ident
 from ndcg_spark._stats import paired_t_test
 from ndcg_spark.errors import InputDataError
 from ndcg_spark.job.gates import ChangeGate, parse_change_gates, segment_text
-from ndcg_spark.job.history import RUN_DATE, previous_run, read_per_user
+from ndcg_spark.job.history import RUN_DATE, previous_intact_run, read_per_user
+from ndcg_spark.job.storage import shown
 from ndcg_spark.options import Cutoff, k_label
 
 
@@ -210,19 +212,21 @@ def regression_gate(
     RegressionOutcome
         With no earlier run, no gate is checked and the message says so (the gate passes).
     """
-    previous = previous_run(spark, output, current_value, key, passed_only=passed_only)
+    previous, skipped = previous_intact_run(spark, output, current_value, key, passed_only=passed_only)
+    # A run whose tables were deleted is skipped, and the line says so: never a dead end.
+    gone = f" ({', '.join(f'{key}={v}' for v in skipped)} skipped: its tables are missing)" if skipped else ""
     if previous is None:
         which = "passing run" if passed_only else "complete run"
-        line = f"regression gate: no {which} before {key}={current_value} in {output}; passed"
+        line = f"regression gate: no {which} before {key}={current_value} in {shown(output)}{gone}; passed"
         return RegressionOutcome(current_value, None, [], line)
     changes = paired_change(current_per_user, read_per_user(spark, output, previous, key), group_by, user_col)
     checked = check_drops(gates, changes, group_by, point_estimate=point_estimate)
     failed = [g for g in checked if not g["passed"]]
-    shown = failed[0] if failed else (checked[0] if checked else None)
+    first = failed[0] if failed else (checked[0] if checked else None)
     verdict = "failed" if failed else "passed"
-    line = f"regression gate {verdict}: {key} {previous} -> {current_value}"
-    if shown is not None:
-        line += ", " + describe_change(shown)
+    line = f"regression gate {verdict}: {key} {previous} -> {current_value}{gone}"
+    if first is not None:
+        line += ", " + describe_change(first)
     if len(failed) > 1:
         line += f"; {len(failed) - 1} more gate(s) failed, see summary.json"
     if failed:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 from urllib.parse import urlparse
 
 from ndcg_spark.errors import ConfigError
@@ -25,6 +25,22 @@ def read_input(spark, config, role: str, source: Optional[str] = None, label: Op
         options=config.options,
         label=label,
     )
+
+
+def input_paths(spark, config) -> Dict[str, str]:
+    """The input tables given as paths (not catalog tables), qualified as the output is; one whose
+    file system cannot be reached is left out (reading it says why, exit 3)."""
+    inputs = config.inputs
+    named = [(role, getattr(inputs, role)) for role in ("recommendations", "relevance", "user_attributes")]
+    named += [("candidate", path) for path in getattr(config, "candidates", ())]
+    paths = {}
+    for role, value in named:
+        if value and is_path(value):
+            try:
+                paths[f"{role} {value}"] = qualify(spark, value)
+            except Exception:  # noqa: BLE001 - e.g. no FileSystem for its scheme here
+                continue
+    return paths
 
 
 def is_path(source: str) -> bool:
@@ -66,6 +82,25 @@ def check_connect(spark, config) -> None:
             "own file system, which cannot reach a " + scheme + ":// URI; run the job with spark-submit "
             "(classic mode) or give a path the client and the server share"
         )
+
+
+def qualify(spark, path: str) -> str:
+    """``path`` made absolute and qualified with its file system (``file:/data/out``,
+    ``hdfs://nn:8020/data/out``), as Spark's writer resolves it: once, before anything is written,
+    so that the job's own records (journal, lock, manifest) name one place whatever the working
+    directory of a later run. Over Spark Connect, a local absolute path (:func:`check_connect`)."""
+    if is_connect(spark):
+        local = urlparse(path).path if path.startswith("file:") else path
+        return os.path.normpath(os.path.abspath(local))
+    jvm = spark._jvm
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+    fs = hadoop_path.getFileSystem(spark._jsc.hadoopConfiguration())
+    return str(fs.makeQualified(hadoop_path).toString()).rstrip("/") or "/"
+
+
+def shown(path: str) -> str:
+    """A qualified path as messages name it: ``file:/data/out`` as ``/data/out``, a URI as it is."""
+    return path[len("file:") :] if path.startswith("file:/") and not path.startswith("file://") else path
 
 
 def write_table(df, path: str) -> None:
@@ -118,6 +153,11 @@ class Files:
             self.local = fs.getScheme() == "file"
         else:
             self.local = True
+
+    @property
+    def shown(self) -> str:
+        """The output as messages name it: a local path without its ``file:`` scheme."""
+        return shown(self.root)
 
     def path(self, *parts: str) -> str:
         """``root/part/...`` as the tables' writer takes it."""
@@ -183,6 +223,15 @@ class Files:
         self._fs.mkdirs(target_path.getParent())
         if not self._fs.rename(self._path(source), target_path):
             raise OSError(f"could not rename {source} to {target}")
+
+    def modified(self, path: str) -> Optional[float]:
+        """The modification time of ``path`` in seconds since the epoch, or None when it is not there."""
+        try:
+            if self._jvm is None:
+                return os.stat(self._local(path)).st_mtime
+            return self._fs.getFileStatus(self._path(path)).getModificationTime() / 1000.0
+        except Exception:  # noqa: BLE001 - gone meanwhile (OSError, or Hadoop's FileNotFoundException)
+            return None
 
     def read_text(self, path: str) -> Optional[str]:
         """The text of a small file, or None when it does not exist."""

@@ -11,8 +11,9 @@ import importlib.util
 import json
 import os
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from ndcg_spark._metrics import COMPANIONS, COMPARISON_COLUMNS
 from ndcg_spark.errors import ConfigError
@@ -46,6 +47,29 @@ _USERINFO = re.compile(r"(://)[^/@\s]+@")
 #: A Spark Connect URL's parameters that hold a secret: ``;token=...`` and the like.
 _SECRET_PARAMETER = re.compile(r"(;[^;=]*(?:token|secret|password|key)[^;=]*=)[^;]*", re.IGNORECASE)
 NOT_INSTALLED = "MLflow logging needs MLflow: pip install 'ndcg-spark[mlflow]' (or mlflow-skinny)"
+
+#: Seconds the job waits for MLflow logging after publishing, at most.
+BUDGET = 60.0
+#: MLflow's HTTP settings while the job logs, unless set in the environment: a request waits
+#: 10 s at most, and is retried twice (MLflow's defaults: 120 s and 7 retries with backoff).
+HTTP_LIMITS = {
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "10",
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+}
+
+
+@contextmanager
+def bounded_http() -> Iterator[None]:
+    """MLflow's HTTP timeout and retries made short (:data:`HTTP_LIMITS`) while the block runs;
+    a value set in the environment is kept."""
+    added = [k for k in HTTP_LIMITS if k not in os.environ]
+    os.environ.update({k: HTTP_LIMITS[k] for k in added})
+    try:
+        yield
+    finally:
+        for key in added:
+            os.environ.pop(key, None)
 
 
 def redact(text: str) -> str:

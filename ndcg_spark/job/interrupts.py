@@ -1,0 +1,152 @@
+"""SIGTERM and SIGINT: what a scheduler sends first (a task timeout, a pod's deletion, preemption).
+
+On the first of them the job cancels its Spark jobs (again every half second, so none starts
+after), and the run goes on to its end the way the publish contract allows: a run that has not
+written its journal stops before it (the previous result stays as it was); one that has finishes
+its publish. Then it releases its lock, prints one line and its finished line, and exits 143
+(SIGTERM) or 130 (SIGINT). A run that has not ended :data:`GRACE` seconds after the signal, or a
+second signal, ends the process at once; its lock is then left to the next run, which breaks it
+(:mod:`ndcg_spark.job.lease`).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from typing import Any, Iterator, Optional
+
+from ndcg_spark.errors import NdcgError
+
+#: Seconds a run has to end after the first signal.
+GRACE = 30.0
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+_received: Optional[int] = None
+_spark: Any = None
+_previous: dict = {}
+
+
+class Stopped(NdcgError):
+    """The run was stopped by a signal (exit code 128 + the signal's number)."""
+
+    def __init__(self, signum: int, message: str):
+        super().__init__(message)
+        self.exit_code = 128 + signum
+
+
+def name(signum: int) -> str:
+    return signal.Signals(signum).name
+
+
+def exit_code(signum: int) -> int:
+    return 128 + signum
+
+
+def install(spark: Any = None) -> None:
+    """Handle SIGTERM and SIGINT from now on (again after a SparkContext, which sets its own
+    SIGINT handler, is made), cancelling ``spark``'s jobs when one comes."""
+    global _spark
+    if spark is not None:
+        _spark = spark
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for signum in SIGNALS:
+        previous = signal.signal(signum, _handler)
+        if previous is not _handler:
+            _previous.setdefault(signum, previous)
+
+
+def reset() -> None:
+    """Forget a signal received (for a next run in the same process) and restore the handlers
+    there were before :func:`install`."""
+    global _received, _spark
+    _received, _spark = None, None
+    if threading.current_thread() is threading.main_thread():
+        for signum, previous in _previous.items():
+            signal.signal(signum, previous if previous is not None else signal.SIG_DFL)
+    _previous.clear()
+
+
+def received() -> Optional[int]:
+    """The signal received, or None."""
+    return _received
+
+
+def check() -> None:
+    """Stop here (before a publish) when a signal came."""
+    if _received is not None:
+        raise Stopped(_received, f"stopped by {name(_received)}")
+
+
+def _handler(signum: int, frame: Any) -> None:
+    global _received
+    if _received is not None:
+        os._exit(exit_code(_received))
+    _received = signum
+    # Never a call into Spark here: the main thread may be inside one, on the same connection.
+    threading.Thread(target=_cancelling, args=(signum,), name="ndcg-spark-stop", daemon=True).start()
+
+
+def _cancelling(signum: int) -> None:
+    deadline = time.time() + GRACE
+    while time.time() < deadline:
+        spark = _spark
+        try:
+            if spark is not None and hasattr(spark, "sparkContext") and not _is_connect(spark):
+                spark.sparkContext.cancelAllJobs()
+            elif spark is not None:
+                spark.interruptAll()
+        except Exception:  # noqa: BLE001 - a session stopping: nothing left to cancel
+            pass
+        time.sleep(0.5)
+    print(
+        f"ndcg-spark: error: stopped by {name(signum)}: the run did not end within {GRACE:.0f} s; ending it "
+        "(its lock is broken by the next run)",
+        file=sys.stderr,
+        flush=True,
+    )
+    os._exit(exit_code(signum))
+
+
+def _is_connect(spark: Any) -> bool:
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+@contextmanager
+def jvm_ignoring_sigterm() -> Iterator[None]:
+    """While a local Spark is started: its JVM ignores SIGTERM (as PySpark has it ignore SIGINT).
+
+    A scheduler signals the job's whole process group; the JVM must outlive the signal so that the
+    driver can cancel its jobs and release its lock through it. It ends with the driver (PySpark's
+    JVM exits when the driver's end of its standard input closes).
+    """
+    try:
+        from pyspark import java_gateway
+    except ImportError:  # pragma: no cover - PySpark is a dependency
+        yield
+        return
+    original = getattr(java_gateway, "Popen", None)
+    if original is None:
+        yield
+        return
+
+    def popen(*args, **kwargs):
+        before = kwargs.get("preexec_fn")
+
+        def preexec():
+            if before is not None:
+                before()
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+        kwargs["preexec_fn"] = preexec
+        return original(*args, **kwargs)
+
+    java_gateway.Popen = popen
+    try:
+        yield
+    finally:
+        java_gateway.Popen = original
