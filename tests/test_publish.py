@@ -152,6 +152,7 @@ KILLS = {
 }
 
 
+@pytest.mark.process
 def test_a_kill_at_any_step_leaves_the_previous_result_or_no_marker(spark, inputs, published, tmp_path, capsys):
     """Every step of a re-run with another model, killed; then the next run finishes or clears what it left."""
     before = marker_of(published)
@@ -218,6 +219,7 @@ def test_an_io_failure_during_a_rerun(spark, inputs, published, tmp_path, monkey
         assert after["settings"]["recommendations"] == inputs["good" if left == "previous" else "worse"]
 
 
+@pytest.mark.process
 def test_a_second_run_of_the_same_date_is_refused_while_the_first_runs(spark, inputs, published, tmp_path, capsys):
     out = tmp_path / "out"
     shutil.copytree(published, out)

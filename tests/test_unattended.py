@@ -77,6 +77,7 @@ def finished(stdout: str) -> dict:
 # ----------------------------------------------------------------------------- real signals
 
 
+@pytest.mark.process
 def test_sigterm_and_sigint_end_a_run_as_the_contract_allows(spark, inputs, published, tmp_path, capsys):
     """SIGTERM while Spark writes: the jobs are cancelled, the previous result stays, the lock goes,
     exit 143 in seconds, and the scheduler's retry runs without a flag. SIGINT after the journal
@@ -135,6 +136,7 @@ def test_sigterm_and_sigint_end_a_run_as_the_contract_allows(spark, inputs, publ
     assert not lock_file(int_out).exists()
 
 
+@pytest.mark.process
 def test_a_killed_runs_retry_from_another_directory_breaks_its_lock_and_recovers(spark, inputs, published, tmp_path):
     """SIGKILL in the middle of a publish of a relative --output; the retry, started from another
     working directory with the absolute path and no flag, breaks the dead run's lock, finishes
