@@ -28,6 +28,7 @@ MODULES = [
     "ndcg_spark.ml",
     "ndcg_spark._stats",
     "ndcg_spark.job.gates",
+    "ndcg_spark.job.verdict",
     "ndcg_spark.job.tracking",
 ]
 

@@ -12,7 +12,8 @@ from scipy import stats
 from ndcg_spark import compare_models, evaluate
 from ndcg_spark._report_compare import render_comparison
 from ndcg_spark.errors import ConfigError
-from ndcg_spark.job.gates import ChangeGate, margins_by_k, non_inferiority, parse_worse_gates, worse_failure
+from ndcg_spark.job.gates import ChangeGate, margins_by_k, non_inferiority, parse_worse_gates
+from ndcg_spark.job.verdict import worse_failure
 from tests.helpers import frames, random_graded
 
 SVG = "{http://www.w3.org/2000/svg}"

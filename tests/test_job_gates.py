@@ -3,6 +3,7 @@ one-line messages, what is published and where it is checked."""
 
 from __future__ import annotations
 
+import html
 import importlib.util
 import json
 import re
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 
 from ndcg_spark.errors import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK, EXIT_QUALITY_GATE
-from ndcg_spark.job import CompareConfig, EvaluateConfig, pipeline, run, tracking
+from ndcg_spark.job import CompareConfig, EvaluateConfig, run, tracking, verdict
 from ndcg_spark.job.gates import ChangeGate
 from tests.helpers import frames, random_graded
 
@@ -96,15 +97,15 @@ def test_mlflow_asked_for_without_mlflow_is_a_config_error_before_reading(tmp_pa
 def test_failed_gates_name_the_first_failure():
     floor = {"segment": {}, "k": 10, "threshold": 0.5, "users": 3, "mean_ndcg": 0.25, "passed": False}
     drop = {"message": "regression gate failed: ... (outputs were written)", "gates": [{"passed": False}]}
-    both = pipeline.failed_gates("evaluate", {"quality_gates": [floor], "regression_gate": drop})
+    both = verdict.failed_gates("evaluate", {"quality_gates": [floor], "regression_gate": drop})
     assert both == (
         "quality gate failed: mean NDCG@10 = 0.250000 is below 0.5; the regression gate failed too "
         "(outputs were written)"
     )
-    assert pipeline.failed_gates("evaluate", {"quality_gates": [], "regression_gate": drop}) == drop["message"]
+    assert verdict.failed_gates("evaluate", {"quality_gates": [], "regression_gate": drop}) == drop["message"]
     passed = {"message": "regression gate passed: ...", "gates": [{"passed": True}]}
-    assert pipeline.failed_gates("evaluate", {"quality_gates": [], "regression_gate": passed}) is None
-    assert pipeline.failed_gates("compare", {"non_inferiority": []}) is None
+    assert verdict.failed_gates("evaluate", {"quality_gates": [], "regression_gate": passed}) is None
+    assert verdict.failed_gates("compare", {"non_inferiority": []}) is None
 
 
 @pytest.fixture(scope="module")
@@ -144,10 +145,37 @@ def test_compare_fails_a_worse_candidate_with_exit_4_and_draws_the_margin(three_
         f"{row['difference_ci_high']:+.6f}] over {row['pairs']} users (outputs were written)"
     )
     page = (out / "report.html").read_text()
+    # The page opens with the verdict: the failed candidate named, by how much; the passing one too.
+    assert '<div id="verdict" class="failed"><p><strong>FAILED</strong>: 1 of 2 gates failed</p>' in page
+    assert html.escape(line.removeprefix("ndcg-spark: error: ").removesuffix(" (outputs were written)")) in page
+    assert "non-inferiority gate passed: same vs prod is not worse at NDCG@10 by more than 0.01" in page
     charts = dict(re.findall(r'<svg class="differences".*?<text[^>]*>(NDCG@\d+)</text>(.*?)</svg>', page))
     assert set(charts) == {"NDCG@5", "NDCG@10"}
     assert charts["NDCG@10"].count('class="margin"') == 1 and 'class="margin"' not in charts["NDCG@5"]
     assert "non-inferiority margin -0.01" in charts["NDCG@10"]
+
+
+def test_compare_of_a_model_with_a_copy_of_itself_passes_with_a_zero_difference(spark, three_models, tmp_path, capsys):
+    # Every per-user difference is 0: the t statistic is undefined (null in every row), the
+    # interval is [0, 0] and the p-value 1; the table is still written with its declared types.
+    recs, rel = three_models
+    out = tmp_path / "same"
+    argv = ["compare", "--recommendations", recs, "--relevance", rel, "--output", str(out), "--k", "10"]
+    argv += ["--model-col", "model", "--baseline-model", "prod", "--candidate-model", "same"]
+    assert run([*argv, "--fail-if-worse", "10:0.01"]) == EXIT_OK
+    lines = capsys.readouterr().out.splitlines()
+    assert json.loads(lines[-1])["status"] == "ok"
+    (row,) = json.loads((out / "comparison.json").read_text())["comparison"]
+    assert (row["mean_difference"], row["difference_ci_low"], row["difference_ci_high"]) == (0.0, 0.0, 0.0)
+    assert (row["t_statistic"], row["p_value"], row["p_value_adjusted"]) == (None, 1.0, 1.0)
+    passed = (
+        f"non-inferiority gate passed: same vs prod is not worse at NDCG@10 by more than 0.01: difference "
+        f"+0.000000, 95% interval [+0.000000, +0.000000] over {row['pairs']} users"
+    )
+    assert passed in lines
+    table = spark.read.parquet(str(out / "comparison"))
+    assert dict(table.dtypes)["t_statistic"] == "double" and table.first()["t_statistic"] is None
+    assert '<div id="verdict" class="passed">' in (out / "report.html").read_text()
 
 
 def test_history_refuses_outputs_without_dated_runs(three_models, tmp_path, capsys):

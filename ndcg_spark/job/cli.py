@@ -19,7 +19,7 @@ import warnings
 from typing import Optional, Sequence, Tuple
 
 from ndcg_spark.errors import EXIT_FAILURE, EXIT_OK, QualityGateFailed, as_error
-from ndcg_spark.job import console, history, interrupts, pipeline, tracking
+from ndcg_spark.job import console, history, interrupts, pipeline, tracking, verdict
 from ndcg_spark.job.config import parse_config
 from ndcg_spark.job.history import HistoryConfig
 from ndcg_spark.job.storage import strict_json
@@ -42,7 +42,8 @@ def _run(argv: Sequence[str], verbose: bool) -> int:
         command = argv[0] if argv and argv[0] in ("compare", "history") else "evaluate"
         if command == "history":
             config, verbose = HistoryConfig.parse(argv[1:])
-            print(history.show(spark_session(config), config), flush=True)
+            local = history.reads_without_spark(config.output) and not (config.master or config.remote)
+            print(history.show(None if local else spark_session(config), config), flush=True)
             return EXIT_OK
         config, verbose = parse_config(argv[1:] if command == "compare" else argv, compare=command == "compare")
         interrupts.install()
@@ -58,11 +59,11 @@ def _run(argv: Sequence[str], verbose: bool) -> int:
             print(console.format_comparison(manifest["comparison"], config.options.group_by))
         else:
             print(console.format_summary(manifest["metrics"], config.options.group_by, manifest["rows"]))
-            drop = manifest.get("regression_gate")
-            if drop and not any(not g["passed"] for g in drop["gates"]):  # a failure is the error line on stderr
-                print(console.printable(drop["message"]))
-        print(console.printable(f"wrote {shown_path(config.output.path)}"))
-        failed = pipeline.failed_gates(command, manifest)
+        # Each gate's verdict, passed or failed; a failure is also the one error line on stderr.
+        for _, line in verdict.gate_lines(command, manifest):
+            print(console.printable(line))
+        print(console.printable(f"wrote {console.output_shown(config.output.path, manifest)}"))
+        failed = verdict.failed_gates(command, manifest)
         record = console.finished_record(command, config, manifest, "quality_gate_failed" if failed else "ok")
         untracked = None
         if config.mlflow:
@@ -88,7 +89,7 @@ def _run(argv: Sequence[str], verbose: bool) -> int:
         if full and config is not None:
             code, message = (
                 EXIT_FAILURE,
-                f"{full} writing to {shown_path(config.output.path)}: free space there (or raise the quota) and run again",
+                f"{full} writing to {console.output_shown(config.output.path)}: free space there (or raise the quota) and run again",
             )
         if verbose:
             traceback.print_exc()
@@ -105,7 +106,7 @@ def stopped(command: str, config, manifest: Optional[dict]) -> int:
     signum = interrupts.received()
     status = "terminated" if signum == signal.SIGTERM else "interrupted"
     part = config.output.partition
-    where = f"{shown_path(config.output.path)}" + (f" ({part.directory})" if part else "")
+    where = f"{console.output_shown(config.output.path)}" + (f" ({part.directory})" if part else "")
     if manifest is not None:
         record = console.finished_record(command, config, manifest, status)
         line = f"after publishing {where}: the new result is in place"
@@ -184,11 +185,6 @@ def classify_error(exc: BaseException) -> Tuple[int, str]:
     """Exit code and one-line message for any exception the job can meet (:func:`~ndcg_spark.errors.as_error`)."""
     error = as_error(exc)
     return error.exit_code, str(error).splitlines()[0]
-
-
-def shown_path(path: str) -> str:
-    """An output path as printed: a local path made absolute, a URI as given."""
-    return path if "://" in path or path.startswith("file:") else os.path.abspath(path)
 
 
 def spark_session(config):

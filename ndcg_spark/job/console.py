@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import unicodedata
 from typing import Any, Dict, List, Optional, Sequence
 
 from ndcg_spark._metrics import COMPANIONS, COMPARISON_COLUMNS, SUMMARY_COLUMNS
+from ndcg_spark.job import storage
 from ndcg_spark.options import k_label
 
 #: Unicode categories escaped when printed: controls, format characters, line and paragraph separators.
@@ -82,6 +84,15 @@ def format_comparison(rows: List[Dict[str, Any]], segments: Sequence[str] = ()) 
     return text_table(rows, columns, [*names, *segments])
 
 
+def output_shown(path: str, manifest: Optional[Dict[str, Any]] = None) -> str:
+    """The output as every line names it: the path the run qualified (``run.output``) without a
+    local ``file:`` scheme; before that, a local path made absolute, a URI as given."""
+    qualified = ((manifest or {}).get("run") or {}).get("output")
+    if qualified:
+        return storage.shown(qualified)
+    return path if "://" in path or path.startswith("file:") else os.path.abspath(path)
+
+
 def finished_record(command: str, config, manifest: Dict[str, Any], status: str) -> Dict[str, Any]:
     """The ``ndcg_spark.finished`` JSON line: the figures per segment and k (``"all"`` for the
     whole list), and without segments also ``users`` and ``mean_ndcg`` keyed by k."""
@@ -104,7 +115,12 @@ def finished_record(command: str, config, manifest: Dict[str, Any], status: str)
     figures = [
         {"segment": {c: r[c] for c in group_by}, "k": k_label(r["k"]), **{f: r.get(f) for f in fields}} for r in rows
     ]
-    record = {"event": "ndcg_spark.finished", "command": command, "status": status, "output": config.output.path}
+    record = {
+        "event": "ndcg_spark.finished",
+        "command": command,
+        "status": status,
+        "output": output_shown(config.output.path, manifest),
+    }
     record["partition"] = {part.key: part.value} if part else None
     if command != "compare" and not group_by:
         record["users"] = rows[0]["users"] if rows else 0

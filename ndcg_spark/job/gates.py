@@ -357,21 +357,3 @@ def margins_by_k(gates: Sequence[ChangeGate]) -> Dict[Cutoff, List[float]]:
     for gate in gates:
         margins.setdefault(gate.k, []).append(gate.amount)
     return margins
-
-
-def worse_failure(failed: List[Dict[str, Any]]) -> str:
-    """One line naming the first failed non-inferiority gate's pair, figures and margin."""
-    g = failed[0]
-    segment = ", ".join(f"{c}={v}" for c, v in g["segment"].items())
-    k = k_label(g["k"])
-    if g["pairs"] is None:
-        what = f"no comparison row {segment or 'at all'} at NDCG@{k} to hold against margin {g['margin']:g}"
-    else:
-        pair = f"{g['candidate_model']} vs {g['baseline_model']}" if g["candidate_model"] is not None else "candidate"
-        of = f" ({segment})" if segment else ""
-        what = (
-            f"{pair}{of} is worse at NDCG@{k} by more than {g['margin']:g}: difference {g['mean_difference']:+.6f}, "
-            f"95% interval [{g['difference_ci_low']:+.6f}, {g['difference_ci_high']:+.6f}] over {g['pairs']} users"
-        )
-    more = f"; {len(failed) - 1} more gate(s) failed, see comparison.json" if len(failed) > 1 else ""
-    return f"non-inferiority gate failed: {what}{more} (outputs were written)"

@@ -11,6 +11,7 @@ mode, so any file system the job writes to works (``hdfs://``, ``s3a://``).
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -20,6 +21,7 @@ from ndcg_spark.errors import ConfigError, InputDataError
 from ndcg_spark.job import publish, storage
 from ndcg_spark.job.config import Partition
 from ndcg_spark.job.console import text_table
+from ndcg_spark.job.verdict import gates_summary
 
 RUN_DATE = "run_date"
 
@@ -33,6 +35,7 @@ HISTORY_COLUMNS = (
     ("users_without_recommendations", "no_recs"),
     ("users_without_relevance", "no_relevance"),
     ("users_excluded", "excluded"),
+    ("gates", "gates"),
 )
 
 
@@ -163,9 +166,11 @@ def history_rows(runs: Sequence[Tuple[str, Dict[str, Any]]], key: str = RUN_DATE
     rows = []
     segments = history_segments(runs)
     for value, manifest in runs:
+        gates = gates_summary(manifest)
         for m in manifest.get("metrics") or []:
             row = {key: value, **{c: m.get(c) for c in segments}, "k": m.get("k")}
-            row.update({c: m.get(c) for c, _ in HISTORY_COLUMNS})
+            row.update({c: m.get(c) for c, _ in HISTORY_COLUMNS if c != "gates"})
+            row["gates"] = gates
             rows.append(row)
     return rows
 
@@ -260,7 +265,15 @@ class HistoryConfig:
         return cls(**args), verbose
 
 
+def reads_without_spark(output: str) -> bool:
+    """Whether ``output`` is a local folder of ours, whose markers Python reads as well as Hadoop
+    would (no Spark to start): a plain path, not a URI, holding our state folder. A plain path
+    that is not there locally may be on the default file system of a cluster: Spark reads it."""
+    return "://" not in output and not output.startswith("file:") and os.path.isdir(os.path.join(output, publish.STATE))
+
+
 def show(spark, config: HistoryConfig) -> str:
-    """The text ``ndcg-spark history`` prints for ``config``."""
+    """The text ``ndcg-spark history`` prints for ``config`` (``spark`` None: a local output read
+    without Spark, :func:`reads_without_spark`)."""
     key = partition_key(spark, config.output)
     return history_text(spark, config.output, key=key, last=config.last, as_json=config.as_json)

@@ -13,6 +13,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from ndcg_spark import _inputs
 from ndcg_spark._counts import counted
@@ -21,10 +22,10 @@ from ndcg_spark._report_compare import render_comparison
 from ndcg_spark.compare import compare_models
 from ndcg_spark.errors import ConfigError, InputDataError, NdcgError, RowCheckFailed, as_error
 from ndcg_spark.evaluation import evaluate_rows
-from ndcg_spark.job import history, interrupts, lease, publish, regression, storage, tracking
+from ndcg_spark.job import history, interrupts, lease, publish, regression, storage, tracking, verdict
 from ndcg_spark.job.config import CompareConfig, EvaluateConfig
-from ndcg_spark.job.gates import margins_by_k, non_inferiority, worse_failure
-from ndcg_spark.options import EvaluationOptions, k_label
+from ndcg_spark.job.gates import margins_by_k, non_inferiority
+from ndcg_spark.options import EvaluationOptions
 from ndcg_spark.validation import validate
 
 
@@ -120,20 +121,25 @@ def _evaluate(spark, config: EvaluateConfig, stage: publish.Staging) -> Dict[str
                 opts.user_col, key=part.key, point_estimate=config.drop.on_estimate,
                 passed_only=config.drop.baseline == "last_passed",
             )  # fmt: skip
+        gates = {
+            "quality_gates": quality_gates(config, metrics),
+            "regression_gate": drop.to_dict() if drop else None,
+            "partition": {part.key: part.value} if part else None,
+        }
         if config.output.report:
             bins = [r.asDict() for r in ndcg_histogram(per_user, opts.group_by).collect()]
             trend, key = trend_of(spark, config, metrics, stage.place.files.root), part.key if part else "run_date"
-            notes = report_notes(config, opts)
-            page = render(metrics, bins, opts.group_by, notes=notes, options=opts, trend=trend, trend_key=key)
+            page = render(
+                metrics, bins, opts.group_by, notes=report_notes(config, opts), options=opts, trend=trend,
+                trend_key=key, verdict=verdict.gate_lines("evaluate", gates), limits=verdict.limits(gates),
+            )  # fmt: skip
             stage.file("report.html", page)
     finally:
         result.unpersist()
     return {
         "metrics": metrics,
         "rows": account_rows(read, rejected, sums),
-        "quality_gates": quality_gates(config, metrics),
-        "regression_gate": drop.to_dict() if drop else None,
-        "partition": {part.key: part.value} if part else None,
+        **gates,
         "settings": config.to_dict(),
         "input_rows": read,
         "spark_version": spark.version,
@@ -183,23 +189,39 @@ def _compare(spark, config: CompareConfig, stage: publish.Staging) -> Dict[str, 
             raise InputDataError("relevance table is empty")
         check_partition_column(part, result.per_user, result.summary)
         storage.write_table(result.per_user, stage.table("per_user"))
-        rows = result.report()
+        rows, typed = result.report(), result.summary.schema
     finally:
         result.unpersist()
     if rows:
-        storage.write_table(spark.createDataFrame(rows), stage.table("comparison"))
+        storage.write_table(comparison_table(spark, rows, typed), stage.table("comparison"))
+    gates = {"non_inferiority": non_inferiority(rows, config.worse_gates, opts.group_by)}
     if config.output.report:
         notes = {**report_notes(config, opts), "correction": config.correction}
-        margins = margins_by_k(config.worse_gates)
-        stage.file("report.html", render_comparison(rows, opts.group_by, notes=notes, margins=margins))
+        margins, lines = margins_by_k(config.worse_gates), verdict.gate_lines("compare", gates)
+        stage.file("report.html", render_comparison(rows, opts.group_by, notes=notes, margins=margins, verdict=lines))
     return {
         "comparison": rows,
-        "non_inferiority": non_inferiority(rows, config.worse_gates, opts.group_by),
+        **gates,
         "partition": {part.key: part.value} if part else None,
         "settings": config.to_dict(),
         "input_rows": read,
         "spark_version": spark.version,
     }
+
+
+def comparison_table(spark, rows: List[Dict[str, Any]], summary: T.StructType):
+    """compare's table from its rows, with a declared schema: the summary's columns as Spark
+    typed them, the model names as strings, the t-test's figures as doubles. Never inferred from
+    the values: a column all null (the t statistic of two identical models) has none to infer."""
+    typed = {f.name: f.dataType for f in summary.fields}
+    columns = list(rows[0])
+    schema = T.StructType(
+        [
+            T.StructField(c, typed.get(c) or (T.StringType() if c.endswith("_model") else T.DoubleType()))
+            for c in columns
+        ]
+    )
+    return spark.createDataFrame([tuple(r[c] for c in columns) for r in rows], schema)
 
 
 def trend_of(
@@ -357,39 +379,3 @@ def quality_gates(config: EvaluateConfig, metrics: List[Dict[str, Any]]) -> List
                 }
             )
     return checked
-
-
-def failed_gates(command: str, manifest: Dict[str, Any]) -> Optional[str]:
-    """The one line of a run whose gates failed (the first failure and how many more), or None.
-
-    ``ndcg-spark``'s floors come first, then its regression gate; ``compare``'s non-inferiority.
-    """
-    if command == "compare":
-        worse = [g for g in manifest.get("non_inferiority") or [] if not g["passed"]]
-        return worse_failure(worse) if worse else None
-    floors = [g for g in manifest["quality_gates"] if not g["passed"]]
-    drop = manifest.get("regression_gate") or {}
-    dropped = any(not g["passed"] for g in drop.get("gates") or [])
-    if floors:
-        line = gate_failure(floors)
-        return (
-            line.replace(" (outputs were written)", "; the regression gate failed too (outputs were written)")
-            if dropped
-            else line
-        )
-    return drop["message"] if dropped else None
-
-
-def gate_failure(failed: List[Dict[str, Any]]) -> str:
-    """One line naming the first failed gate's segment, k, figure and threshold (and how many more)."""
-    g = failed[0]
-    segment = ", ".join(f"{c}={v}" for c, v in g["segment"].items())
-    of = f" of {segment}" if segment else ""
-    if g["mean_ndcg"] is not None:
-        what = f"mean NDCG@{k_label(g['k'])}{of} = {g['mean_ndcg']:.6f} is below {g['threshold']}"
-    elif g["users"] is None:
-        what = f"no segment {segment} at NDCG@{k_label(g['k'])} to hold against {g['threshold']}"
-    else:
-        what = f"mean NDCG@{k_label(g['k'])}{of} has no users, below {g['threshold']}"
-    more = f"; {len(failed) - 1} more gate(s) failed, see summary.json" if len(failed) > 1 else ""
-    return f"quality gate failed: {what}{more} (outputs were written)"

@@ -19,10 +19,11 @@ from pyspark.sql import functions as F
 from ndcg_spark._sql import ident
 from ndcg_spark._stats import paired_t_test
 from ndcg_spark.errors import InputDataError
-from ndcg_spark.job.gates import ChangeGate, parse_change_gates, segment_text
+from ndcg_spark.job.gates import ChangeGate, parse_change_gates
 from ndcg_spark.job.history import RUN_DATE, previous_intact_run, read_per_user
 from ndcg_spark.job.storage import shown
-from ndcg_spark.options import Cutoff, k_label
+from ndcg_spark.job.verdict import describe_change
+from ndcg_spark.options import Cutoff
 
 
 def parse_drop_gates(spec: Any, group_by: Sequence[str] = (), cutoffs: Optional[Sequence[Cutoff]] = None):
@@ -232,19 +233,3 @@ def regression_gate(
     if failed:
         line += " (outputs were written)"
     return RegressionOutcome(current_value, previous, checked, line)
-
-
-def describe_change(g: Dict[str, Any]) -> str:
-    """What a gate compared, e.g. ``NDCG@10 of model=v2: 480 users in common, difference
-    -0.031200, 95% interval [-0.040100, -0.022300], allowed drop 0.020000``."""
-    segment = segment_text(g["segment"], list(g["segment"]))
-    of = f" of {segment}" if segment else ""
-    text = f"NDCG@{k_label(g['k'])}{of}: {g['users_in_common']} users in common"
-    if g["mean_difference"] is None:
-        return text + " (nothing to compare)"
-    text += f", difference {g['mean_difference']:+.6f}"
-    if g["difference_ci_low"] is not None:
-        text += f", 95% interval [{g['difference_ci_low']:+.6f}, {g['difference_ci_high']:+.6f}]"
-    if g["threshold"] is not None:
-        text += f", allowed drop {g['threshold']:.6f}"
-    return text

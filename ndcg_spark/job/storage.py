@@ -145,7 +145,8 @@ class Files:
 
     def __init__(self, spark, root: str):
         self.root = root
-        self._jvm = None if is_connect(spark) else spark._jvm
+        # No session (a local output read without Spark), or Spark Connect: the local file system.
+        self._jvm = None if spark is None or is_connect(spark) else spark._jvm
         if self._jvm is not None:
             self._path = self._jvm.org.apache.hadoop.fs.Path
             fs = self._path(root).getFileSystem(spark._jsc.hadoopConfiguration())
