@@ -5,6 +5,7 @@ dates, the report's trend chart holds them, and the three runs are in a local ML
 from __future__ import annotations
 
 import contextlib
+import html
 import importlib.util
 import io
 import json
@@ -15,7 +16,7 @@ import numpy as np
 import pytest
 
 from ndcg_spark.errors import EXIT_OK, EXIT_QUALITY_GATE
-from ndcg_spark.job import history, run
+from ndcg_spark.job import cli, history, run
 from tests.helpers import frames, random_graded
 
 NIGHTS = ("2026-11-20", "2026-11-21", "2026-11-22")
@@ -86,12 +87,17 @@ def test_the_regression_gate_fails_the_third_night_in_one_line(spark, three_nigh
     assert manifest(out, NIGHTS[1])["settings"]["fail_if_drop"] == "10:0.02"
 
 
-def test_the_history_command_prints_the_three_nights(spark, three_nights, capsys):
+def test_the_history_command_prints_the_three_nights(spark, three_nights, capsys, monkeypatch):
     out = three_nights["out"]
+    # A local output's markers are read without Spark: no session is asked for.
+    monkeypatch.setattr(cli, "spark_session", lambda config: pytest.fail("history started Spark"))
     assert run(["history", "--output", out]) == EXIT_OK
     table = capsys.readouterr().out.splitlines()
-    assert table[0].split() == ["k", "run_date", *[h for _, h in history.HISTORY_COLUMNS]]
+    assert table[0].split() == ["k", "run_date", *[h for _, h in history.HISTORY_COLUMNS], "gates"]
     assert [line.split()[:2] for line in table[1:]] == [[k, d] for d in NIGHTS for k in ("5", "10")]
+    # Each night's gates: the third night's drop gate at k = 10 failed.
+    gates = ["passed", "passed", "failed: drop@10"]
+    assert [line.split(None, 10)[10] for line in table[1:]] == [g for g in gates for _ in (5, 10)]
     assert run(["history", "--output", out, "--json", "--last", "2"]) == EXIT_OK
     record = json.loads(capsys.readouterr().out)
     assert record["runs"] == list(NIGHTS[1:]) and record["key"] == "run_date"
@@ -99,6 +105,7 @@ def test_the_history_command_prints_the_three_nights(spark, three_nights, capsys
         (m,) = [m for m in manifest(out, row["run_date"])["metrics"] if m["k"] == row["k"]]
         assert {c: row[c] for c, _ in history.HISTORY_COLUMNS} == {c: m[c] for c, _ in history.HISTORY_COLUMNS}
     assert len(record["rows"]) == 4
+    assert [row["gates"] for row in record["rows"]] == ["passed", "passed", "failed: drop@10", "failed: drop@10"]
 
 
 def test_the_third_report_charts_the_three_nights(three_nights):
@@ -119,6 +126,15 @@ def test_the_third_report_charts_the_three_nights(three_nights):
     assert titles == expected
     first = open(f"{out}/_manifests/run_date={NIGHTS[0]}/report.html").read()
     assert first.count('class="trend"') == 2 and 'points="295.0,' in first  # one night: the middle of the chart
+    # The failed night's page opens with its verdict, and draws the lowest mean the drop gate allowed.
+    (failure,) = three_nights["nights"][2][2].splitlines()
+    verdict = re.search(r'<div id="verdict" class="failed">.*?</div>', page).group(0)
+    assert "1 of 1 gate failed" in verdict
+    assert html.escape(failure.removeprefix("ndcg-spark: error: ").removesuffix(" (outputs were written)")) in verdict
+    (drop,) = manifest(out, NIGHTS[2])["regression_gate"]["gates"]
+    (limit,) = [t.text for t in svg.findall(f"{SVG}line[@class='limit']/{SVG}title")]
+    assert limit == f"lowest NDCG@10 the drop gate allows: {drop['mean_previous'] - drop['threshold']:.4f}"
+    assert '<div id="verdict" class="passed">' in first
 
 
 @pytest.mark.skipif(not HAS_MLFLOW, reason="MLflow is not installed")

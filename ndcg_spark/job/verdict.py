@@ -73,7 +73,7 @@ def gates_summary(manifest: Dict[str, Any]) -> str:
     checked = [("floor", g) for g in manifest.get("quality_gates") or []]
     checked += [("drop", g) for g in (manifest.get("regression_gate") or {}).get("gates") or []]
     checked += [("worse", g) for g in manifest.get("non_inferiority") or []]
-    if not checked:
+    if not checked and not manifest.get("regression_gate"):  # a drop gate with no earlier run passed
         return "-"
     failed = [f"{kind}@{k_label(g['k'])}{_of(g)}" for kind, g in checked if not g.get("passed", True)]
     return "failed: " + ", ".join(failed) if failed else "passed"
