@@ -181,3 +181,9 @@ def test_a_store_mlflow_cannot_open_is_a_one_line_config_error(store):
     with pytest.raises(ConfigError, match=r"^MLflow tracking store 'bogus://nowhere': ") as caught:
         tracking.log_run({"metrics": []}, experiment="x", tracking_uri="bogus://nowhere")
     assert "\n" not in str(caught.value)
+
+
+def test_a_store_set_in_the_environment_is_named_when_mlflow_refuses_it(store, monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "bogus://from-the-environment")
+    with pytest.raises(ConfigError, match=r"^MLflow tracking store 'bogus://from-the-environment': "):
+        tracking.log_run({"metrics": []}, experiment="x")

@@ -85,6 +85,21 @@ def redact(text: str) -> str:
     return _SECRET_PARAMETER.sub(r"\1<redacted>", _USERINFO.sub(r"\1", text))
 
 
+def store_of(tracking_uri: Optional[str]) -> str:
+    """The store a client of ``tracking_uri`` opens: it, or MLflow's own choice when None (the
+    environment's ``MLFLOW_TRACKING_URI``, else its local default), so a message names the store
+    tried, never ``None``.
+
+    Examples
+    --------
+    >>> store_of("http://mlflow:5000")
+    'http://mlflow:5000'
+    """
+    if tracking_uri:
+        return tracking_uri
+    return os.environ.get("MLFLOW_TRACKING_URI") or "MLflow's default store (./mlruns or mlflow.db)"
+
+
 @dataclass(frozen=True)
 class MlflowTarget:
     """Where the job logs its runs: an MLflow experiment and the tracking store (MLflow's own
@@ -128,7 +143,7 @@ def mlflow_client(tracking_uri: Optional[str] = None):
     try:
         return MlflowClient(tracking_uri=tracking_uri)
     except Exception as exc:  # MLflow refuses a store it has no backend for as it opens it
-        raise ConfigError(f"MLflow tracking store {tracking_uri!r}: {_first_line(exc)}") from None
+        raise ConfigError(f"MLflow tracking store {redact(store_of(tracking_uri))!r}: {_first_line(exc)}") from None
 
 
 def safe_name(text: str) -> str:
