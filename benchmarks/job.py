@@ -211,13 +211,18 @@ def event_log_conf(work: Path, name: str) -> Tuple[Dict[str, str], Path]:
     return {"SPARK_CONF_DIR": str(conf)}, logs
 
 
-def plan_nodes(info: dict, counts: Dict[str, int]) -> None:
-    """Add the nodes of a plan (``sparkPlanInfo`` of the event log) named in ``NODES`` to ``counts``."""
+def plan_nodes(info: dict, seen: Dict[str, set]) -> None:
+    """Add the nodes of a plan (``sparkPlanInfo`` of the event log) named in ``NODES`` to ``seen``.
+
+    A node is known by its metrics' accumulators, which are the physical node's own: a cached
+    table's plan, shown again under every query that reads the cache, is counted once.
+    """
     name = info.get("nodeName", "")
-    if name in counts:
-        counts[name] += 1
+    if name in seen:
+        ids = tuple(sorted(m["accumulatorId"] for m in info.get("metrics", ())))
+        seen[name].add(ids or id(info))
     for child in info.get("children", ()):
-        plan_nodes(child, counts)
+        plan_nodes(child, seen)
 
 
 def spark_figures(logs: Path) -> Dict[str, float]:
@@ -225,13 +230,15 @@ def spark_figures(logs: Path) -> Dict[str, float]:
 
     Task figures are summed over every task that ended (``SparkListenerTaskEnd``), and the
     stages that wrote shuffle data are counted (``shuffle_stages``: the shuffles that ran). A SQL
-    execution's plan is its last adaptive update, else its plan at the start; executions run
-    inside another (a write's query) are counted once each, as Spark lists them.
+    execution's plan is its last adaptive update, else its plan at the start; each physical
+    node is counted once however many executions show it (:func:`plan_nodes`).
     """
     figures = {"shuffle_bytes": 0, "spill_bytes": 0, "task_cpu_seconds": 0.0, "sql_executions": 0}
     plans: Dict[int, dict] = {}
     writing = set()
-    for path in sorted(logs.iterdir()):
+    # Spark 4 writes a folder of rolled files (``eventlog_v2_*/events_*``), Spark 3.5 one file.
+    files = [p for p in logs.rglob("*") if p.is_file() and p.name.startswith(("events_", "local-", "app-"))]
+    for path in sorted(files, key=lambda p: int(p.name.split("_")[1]) if p.name.startswith("events_") else 0):
         with open(path) as events:
             for line in events:
                 event = json.loads(line)
@@ -251,9 +258,10 @@ def spark_figures(logs: Path) -> Dict[str, float]:
                     "SparkListenerSQLAdaptiveExecutionUpdate"
                 ):
                     plans[event["executionId"]] = event["sparkPlanInfo"]
-    counts = dict.fromkeys(NODES, 0)
+    seen: Dict[str, set] = {name: set() for name in NODES}
     for info in plans.values():
-        plan_nodes(info, counts)
+        plan_nodes(info, seen)
+    counts = {name: len(nodes) for name, nodes in seen.items()}
     figures["sql_executions"] = len(plans)
     # The shuffles that ran, however they were planned (RankingEvaluator's own run on an RDD
     # has no SQL plan): the stages whose tasks wrote shuffle data.
