@@ -224,7 +224,7 @@ def with_segment(recs: DataFrame, rel: DataFrame, served: DataFrame) -> Tuple[Da
     lists after it: each row is shuffled once for each segment, where repeating the lists
     shuffled every judgement once more and the ranked lists again besides.
     """
-    segments = [c for c in served.columns]
+    segments = list(served.columns)
     packed = "named_struct(" + ", ".join(f"{string_literal(c)}, {ident(c)}" for c in segments) + f") AS {SEGMENT}"
     rest = [ident(c) for c in recs.columns if c not in segments]
     return (
