@@ -392,7 +392,9 @@ def time_variants(
             results[name]["check"] = results[name]["check"] or check
             log(
                 f"round {round_ + 1}/{repeat} {name}: {elapsed:.2f}s wall, {cpu:.2f}s JVM CPU, "
-                f"{tasks['task_cpu']:.2f}s task CPU ({tasks['stages']} stages), load {load:.2f}"
+                f"{tasks['task_cpu']:.2f}s task CPU ({tasks['stages']} stages), shuffle "
+                f"{tasks['shuffle_write_mb']:.1f} MB in {tasks['shuffle_stages']} stages, spill {tasks['spill_mb']:.1f} MB, "
+                f"load {load:.2f}"
             )
     for res in results.values():
         res["median"] = statistics.median(res["samples"])
@@ -408,6 +410,8 @@ class StageMeter:
 
     ``task_cpu`` is the CPU time of the task threads (executorCpuTime), which other processes
     competing for the cores hardly inflate, unlike wall time; ``task_run`` is their run time.
+    The shuffle bytes written, the bytes spilled and the stages that wrote a shuffle do not move
+    with the machine's load at all.
     """
 
     def __init__(self, spark):
@@ -439,6 +443,8 @@ class StageMeter:
             "task_run": sum(st.executorRunTime() for st in new) / 1e3,
             "gc": sum(st.jvmGcTime() for st in new) / 1e3,
             "shuffle_write_mb": sum(st.shuffleWriteBytes() for st in new) / 2**20,
+            "spill_mb": sum(st.memoryBytesSpilled() + st.diskBytesSpilled() for st in new) / 2**20,
+            "shuffle_stages": sum(1 for st in new if st.shuffleWriteBytes() > 0),
         }
 
 

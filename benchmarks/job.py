@@ -22,6 +22,13 @@ and rows per second per core; across sizes the fixed part and the per-row part o
 time (a least-squares line of the medians against the rows) and the growth per doubling of the
 rows; JS against J at equal rows. The data comes from ``benchmarks/bench.py``'s generator
 (reused when present under ``--data-dir``).
+
+Beside the times, figures that other load on the machine does not move, read from Spark's own
+event log of each run (``spark.eventLog.enabled``, set through a ``spark-defaults.conf`` of the
+run's own, so neither job is changed): the shuffle bytes written, the bytes spilled (memory and
+disk) and the task CPU time, summed over every task of the run; and the executed plans' nodes,
+counted over the final (adaptive) plan of every SQL execution: ``Exchange`` (a shuffle; a
+``ReusedExchange`` is not counted, it shuffles nothing again), ``Sort`` and ``Generate``.
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 HERE = Path(__file__).resolve().parent
 #: Targets: J/P at the largest size and at sizes up to 100,000 users, the growth of J per doubling
@@ -135,15 +142,19 @@ def process_tree(root: int) -> Dict[int, Tuple[int, float]]:
     return tree
 
 
-def timed(cmd: List[str], log_path: Path) -> Tuple[float, int, float]:
+def timed(cmd: List[str], log_path: Path, env: Optional[Dict[str, str]] = None) -> Tuple[float, int, float]:
     """Run ``cmd`` to the end: (wall seconds, peak resident bytes of its process tree, its CPU
-    seconds as last sampled; less sensitive than wall time to other load on the machine)."""
+    seconds as last sampled; less sensitive than wall time to other load on the machine).
+    ``env``: variables set for the run, over this process's."""
     peak = [0]
     cpu: Dict[int, float] = {}
     with open(log_path, "w") as log:
         started = time.perf_counter()
         proc = subprocess.Popen(
-            cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYSPARK_PYTHON": sys.executable}
+            cmd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYSPARK_PYTHON": sys.executable, **(env or {})},
         )
         done = threading.Event()
 
@@ -180,6 +191,83 @@ def commands(args, paths: Dict[str, str], work: Path, label: str) -> Dict[str, T
             p_out,
         ),
     }
+
+
+#: The plan nodes counted in the executed plans.
+NODES = ("Exchange", "Sort", "Generate")
+
+
+def event_log_conf(work: Path, name: str) -> Tuple[Dict[str, str], Path]:
+    """(environment, event log folder) for one run: a ``spark-defaults.conf`` of its own that
+    writes Spark's event log, uncompressed, to a fresh folder (``SPARK_CONF_DIR``)."""
+    conf, logs = work / f"conf-{name}", work / f"events-{name}"
+    shutil.rmtree(conf, ignore_errors=True)
+    shutil.rmtree(logs, ignore_errors=True)
+    conf.mkdir(parents=True)
+    logs.mkdir(parents=True)
+    (conf / "spark-defaults.conf").write_text(
+        f"spark.eventLog.enabled true\nspark.eventLog.dir file://{logs}\nspark.eventLog.compress false\n"
+    )
+    return {"SPARK_CONF_DIR": str(conf)}, logs
+
+
+def plan_nodes(info: dict, seen: Dict[str, set]) -> None:
+    """Add the nodes of a plan (``sparkPlanInfo`` of the event log) named in ``NODES`` to ``seen``.
+
+    A node is known by its metrics' accumulators, which are the physical node's own: a cached
+    table's plan, shown again under every query that reads the cache, is counted once.
+    """
+    name = info.get("nodeName", "")
+    if name in seen:
+        ids = tuple(sorted(m["accumulatorId"] for m in info.get("metrics", ())))
+        seen[name].add(ids or id(info))
+    for child in info.get("children", ()):
+        plan_nodes(child, seen)
+
+
+def spark_figures(logs: Path) -> Dict[str, float]:
+    """The deterministic figures of one run, from its event log (see the module).
+
+    Task figures are summed over every task that ended (``SparkListenerTaskEnd``), and the
+    stages that wrote shuffle data are counted (``shuffle_stages``: the shuffles that ran). A SQL
+    execution's plan is its last adaptive update, else its plan at the start; each physical
+    node is counted once however many executions show it (:func:`plan_nodes`).
+    """
+    figures = {"shuffle_bytes": 0, "spill_bytes": 0, "task_cpu_seconds": 0.0, "sql_executions": 0}
+    plans: Dict[int, dict] = {}
+    writing = set()
+    # Spark 4 writes a folder of rolled files (``eventlog_v2_*/events_*``), Spark 3.5 one file.
+    files = [p for p in logs.rglob("*") if p.is_file() and p.name.startswith(("events_", "local-", "app-"))]
+    for path in sorted(files, key=lambda p: int(p.name.split("_")[1]) if p.name.startswith("events_") else 0):
+        with open(path) as events:
+            for line in events:
+                event = json.loads(line)
+                kind = event.get("Event", "")
+                if kind == "SparkListenerTaskEnd":
+                    metrics = event.get("Task Metrics") or {}
+                    figures["shuffle_bytes"] += (metrics.get("Shuffle Write Metrics") or {}).get(
+                        "Shuffle Bytes Written", 0
+                    )
+                    figures["spill_bytes"] += metrics.get("Memory Bytes Spilled", 0) + metrics.get(
+                        "Disk Bytes Spilled", 0
+                    )
+                    figures["task_cpu_seconds"] += metrics.get("Executor CPU Time", 0) / 1e9
+                    if (metrics.get("Shuffle Write Metrics") or {}).get("Shuffle Bytes Written", 0):
+                        writing.add(event["Stage ID"])
+                elif kind.endswith("SparkListenerSQLExecutionStart") or kind.endswith(
+                    "SparkListenerSQLAdaptiveExecutionUpdate"
+                ):
+                    plans[event["executionId"]] = event["sparkPlanInfo"]
+    seen: Dict[str, set] = {name: set() for name in NODES}
+    for info in plans.values():
+        plan_nodes(info, seen)
+    counts = {name: len(nodes) for name, nodes in seen.items()}
+    figures["sql_executions"] = len(plans)
+    # The shuffles that ran, however they were planned (RankingEvaluator's own run on an RDD
+    # has no SQL plan): the stages whose tasks wrote shuffle data.
+    figures["shuffle_stages"] = len(writing)
+    figures.update({name.lower() + "_nodes": n for name, n in counts.items()})
+    return figures
 
 
 def line_fit(xs: Sequence[float], ys: Sequence[float]) -> Tuple[float, float]:
@@ -254,14 +342,21 @@ def main(argv=None) -> int:
         for label, run in schedule(labels, runs, round_, skewed=str(args.skew_at) if args.skew_at else None):
             cmd, output = commands(args, paths[label], work, label)[run]
             shutil.rmtree(output, ignore_errors=True) if output.is_dir() else output.unlink(missing_ok=True)
-            elapsed, peak, cpu = timed(cmd, work / f"{run}-{label}.log")
+            env, logs = event_log_conf(work, f"{run}-{label}")
+            elapsed, peak, cpu = timed(cmd, work / f"{run}-{label}.log", env)
+            spark = spark_figures(logs)
             f = figures.setdefault((label, run), {"wall": [], "cpu": [], "peak": []})
             f["wall"].append(elapsed)
             f["cpu"].append(cpu)
             f["peak"].append(peak)
+            for name, value in spark.items():
+                f.setdefault(name, []).append(value)
             print(
                 f"round {round_ + 1}/{args.repeat} {label:>8} {shown(label, run):>2}: {elapsed:7.2f} s, "
-                f"CPU {cpu:7.2f} s, peak {peak / 2**20:6.0f} MB",
+                f"CPU {cpu:7.2f} s, peak {peak / 2**20:6.0f} MB; shuffle {spark['shuffle_bytes'] / 2**20:8.1f} MB, "
+                f"spill {spark['spill_bytes'] / 2**20:6.1f} MB, task CPU {spark['task_cpu_seconds']:7.2f} s, "
+                f"{spark['shuffle_stages']} shuffle stages; plans: {spark['exchange_nodes']} exchanges, "
+                f"{spark['sort_nodes']} sorts, {spark['generate_nodes']} generates",
                 flush=True,
             )
     med = {key: {m: statistics.median(v) for m, v in f.items()} for key, f in figures.items()}
@@ -293,8 +388,35 @@ def report_lines(med, figures, rows, labels, runs, cores, args) -> Dict[str, obj
             f"{f'{min(wall):.1f}-{max(wall):.1f}':>13} {m['cpu']:8.2f} {m['peak'] / 2**20:8.0f} "
             f"{rows[label] / m['wall'] / cores:12,.0f}"
         )
+    if any("shuffle_bytes" in m for m in med.values()):
+        lines.append("")
+        lines.append(
+            f"{'users':>9} {'run':>3} {'shuffle MB':>11} {'spill MB':>9} {'task CPU':>9} "
+            f"{'shuffles':>8} {'exchanges':>9} {'sorts':>6} {'generates':>9}  (from Spark's event log; medians)"
+        )
+        for (label, run), m in sorted(
+            med.items(), key=lambda kv: (kv[0][0] == "skewed", int(rows[kv[0][0]]), kv[0][1])
+        ):
+            if "shuffle_bytes" in m:
+                lines.append(
+                    f"{label:>9} {shown(label, run):>3} {m['shuffle_bytes'] / 2**20:11.1f} {m['spill_bytes'] / 2**20:9.1f} "
+                    f"{m['task_cpu_seconds']:9.2f} {m['shuffle_stages']:8.0f} {m['exchange_nodes']:9.0f} {m['sort_nodes']:6.0f} "
+                    f"{m['generate_nodes']:9.0f}"
+                )
     ratios: Dict[str, float] = {}
     verdicts = []
+    for label in labels:
+        if (label, "J") in med and (label, "P") in med and "shuffle_bytes" in med[(label, "J")]:
+            ratios[f"J/P shuffle@{label}"] = med[(label, "J")]["shuffle_bytes"] / max(
+                med[(label, "P")]["shuffle_bytes"], 1
+            )
+            ratios[f"J/P task CPU@{label}"] = med[(label, "J")]["task_cpu_seconds"] / max(
+                med[(label, "P")]["task_cpu_seconds"], 1e-9
+            )
+            lines.append(
+                f"J/P at {label} users: shuffle bytes {ratios[f'J/P shuffle@{label}']:.3f}, "
+                f"task CPU {ratios[f'J/P task CPU@{label}']:.3f}"
+            )
     for label in labels:
         if (label, "J") in med and (label, "P") in med:
             ratios[f"J/P@{label}"] = med[(label, "J")]["wall"] / med[(label, "P")]["wall"]

@@ -37,6 +37,7 @@ JUDGED_REPEATS = "__ndcg_duplicate_relevance"
 JUDGED_ROWS = "__ndcg_relevance_rows"
 EXCLUDED = "__ndcg_excluded"
 HAS_ATTRIBUTES = "__ndcg_has_attributes"
+SEGMENT = "__ndcg_segment"
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,9 @@ CONTRACT = (
     Column(ITEM, "key", "the item, in the one type both tables are compared in", "_inputs"),
     Column(ORDER, "double", "a recommendation's ordering key, smaller first", "_inputs"),
     Column(REL, "double", "a judgement's relevance", "_inputs"),
+    Column(
+        SEGMENT, "struct", "the segment columns of the recommendations, packed until the lists are joined", "evaluation"
+    ),
     Column(ITEMS, "array", "the list's items in position order, the first largest k", "_ranking"),
     Column(ORDERS, "array<double>", "their ordering keys (with a rank column, or ties kept)", "_ranking"),
     Column(RANKED_REPEATS, "int", "how many of the list's items repeat an earlier one", "_ranking"),
@@ -82,8 +86,9 @@ FIGURES = ("cg", "dcg", "idcg", "ndcg", "n_recommended", N_RELEVANT)
 
 
 def list_keys(columns: Sequence[str], opts: EvaluationOptions) -> List[str]:
-    """What names one ranked list, quoted: the segment columns among ``columns``, then the user."""
-    return [ident(c) for c in (*opts.group_by, opts.user_col) if c in columns]
+    """What names one ranked list, quoted: the packed segment (:data:`SEGMENT`) or the segment
+    columns among ``columns``, then the user."""
+    return [ident(c) for c in (SEGMENT, *opts.group_by, opts.user_col) if c in columns]
 
 
 def positions_as_given(opts: EvaluationOptions) -> bool:

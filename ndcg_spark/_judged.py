@@ -1,7 +1,8 @@
 """Judged lists: each user's judgements and the ideal list.
 
-Reads the narrowed relevance (user, ``ITEM``, ``REL``) and gives one row per user with these
-columns of the contract (:mod:`ndcg_spark._columns`):
+Reads the narrowed relevance (user, ``ITEM``, ``REL``; with segments of the recommendations,
+the packed ``SEGMENT`` too: the rows repeated for each segment) and gives one row per user (per
+segment and user) with these columns of the contract (:mod:`ndcg_spark._columns`):
 
 ========================  ===============================================================
 ``JUDGED_ITEMS``          array: the judged items
@@ -33,10 +34,11 @@ from ndcg_spark._columns import (
     N_RELEVANT,
     N_RELEVANT_BINARY,
     REL,
+    list_keys,
 )
 from ndcg_spark._metrics import is_relevant
 from ndcg_spark._rules import REPEATED_JUDGEMENT, guard_lists
-from ndcg_spark._sql import gain_mapped, ident, repeat_count
+from ndcg_spark._sql import gain_mapped, repeat_count
 from ndcg_spark.options import EvaluationOptions
 
 
@@ -47,7 +49,7 @@ def judged_lists(rel: DataFrame, opts: EvaluationOptions) -> DataFrame:
     aggregation (their largest relevance); otherwise a repeat stops the run (the
     repeated-judgement rule).
     """
-    user = ident(opts.user_col)
+    keys = list_keys(rel.columns, opts)
     items, rels = JUDGED_ITEMS, JUDGED_RELEVANCE
     if opts.gains or opts.negative_relevance == "unjudged":
         # The map of grade to gain replaces each grade before anything reads it (the gain
@@ -56,13 +58,13 @@ def judged_lists(rel: DataFrame, opts: EvaluationOptions) -> DataFrame:
         if opts.negative_relevance == "unjudged":
             # trec_eval reads a grade below 0 as not judged: it gains nothing, whatever the map says.
             grade = f"(CASE WHEN {REL} < 0.0D THEN 0.0D ELSE {grade} END)"
-        rel = rel.selectExpr(user, ITEM, f"{grade} AS {REL}")
+        rel = rel.selectExpr(*keys, ITEM, f"{grade} AS {REL}")
     # Only the two lists (and what an option needs) are aggregated: every further aggregate
     # costs a per-row update in the aggregation, while counts over the lists are computed once
     # per user below.
     aggregates = [f"collect_list({ITEM}) AS {items}", f"collect_list({REL}) AS {rels}"]
     if opts.duplicate_relevance == "max":
-        rel = rel.groupBy(F.col(user), F.col(ITEM)).agg(
+        rel = rel.groupBy(*[F.col(c) for c in keys], F.col(ITEM)).agg(
             F.expr(f"max({REL}) AS {REL}"), F.expr("count(1) AS __ndcg_rows")
         )
         aggregates.append(f"CAST(sum(__ndcg_rows) AS INT) AS {JUDGED_ROWS}")
@@ -71,7 +73,7 @@ def judged_lists(rel: DataFrame, opts: EvaluationOptions) -> DataFrame:
         rows, n_repeats = f"size({items})", "0"
     if opts.companion_metrics:
         aggregates.append(f"CAST(count(CASE WHEN {is_relevant(REL, opts)} THEN 1 END) AS INT) AS {N_RELEVANT_BINARY}")
-    per_user = rel.groupBy(F.col(user)).agg(*[F.expr(a) for a in aggregates])
+    per_user = rel.groupBy(*[F.col(c) for c in keys]).agg(*[F.expr(a) for a in aggregates])
     if opts.duplicate_relevance == "error":
         # Every row past the guard has no repeat, so the count above is 0 without computing it again.
         per_user = guard_lists(per_user, REPEATED_JUDGEMENT, f"{repeat_count(items)} > 0", opts)
@@ -83,7 +85,7 @@ def judged_lists(rel: DataFrame, opts: EvaluationOptions) -> DataFrame:
     if opts.largest_k is not None:
         ideal = f"slice({ideal}, 1, {int(opts.largest_k)})"
     return per_user.selectExpr(
-        user,
+        *keys,
         items,
         rels,
         # The relevance reaching here is never negative or NaN (the row rules reject it, or it

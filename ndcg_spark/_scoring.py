@@ -23,7 +23,6 @@ from __future__ import annotations
 from typing import List, Optional
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from ndcg_spark import _rules
 from ndcg_spark._columns import (
@@ -283,16 +282,11 @@ def _ideal_cut(cut: str, opts: EvaluationOptions) -> str:
     return f"least({cut}, n_recommended)" if opts.cap_ideal_at_list_length else cut
 
 
-def _ideal_gain(position: str, opts: EvaluationOptions) -> str:
-    """SQL: the gain of the ideal list at a 1-based position (null past its end)."""
-    return gain(f"try_element_at({IDEAL}, {position})", opts.gain)
-
-
 def with_cutoffs(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
     """One row per (list, k) with cg, dcg, idcg and ndcg (and the companion metrics); the arrays go.
 
-    Each list's hits and ideal grades are exploded into rows and one aggregation per list sums
-    every cutoff (:func:`_sums_per_list`).
+    Each list's sums at every cutoff are taken on its own row, from its hit and ideal arrays
+    (:func:`_sums_per_list`).
     """
     kept = [*list_keys(df.columns, opts), "n_recommended", N_RELEVANT, *CARRIED]
     companions = []
@@ -322,6 +316,10 @@ def with_cutoffs(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
         cutoffs = ", ".join(as_int(k) for k in opts.cutoffs)
         per_k, k_column = per_list.selectExpr("*", f"posexplode(array({cutoffs})) AS ({K_INDEX}, k)"), "k"
     dcg, idcg = f"coalesce({pick('dcg')}, 0.0D)", f"coalesce({pick('idcg')}, 0.0D)"
+    ndcg = f"CASE WHEN {idcg} > 0 THEN {dcg} / {idcg} {_zero_idcg_one(opts)}ELSE 0.0D END"
+    # A list's gains can add up past the largest double: stop there rather than give NaN.
+    figures = [(_at(name, j), name, k) for j, k in enumerate(opts.cutoffs) for name in ("cg", "dcg", "idcg")]
+    keys = [c for c in (*opts.group_by, opts.user_col) if c in per_k.columns]
     return per_k.selectExpr(
         *kept[: len(kept) - len(companions)],
         k_column,
@@ -329,7 +327,7 @@ def with_cutoffs(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
         f"{dcg} AS dcg",
         f"{idcg} AS idcg",
         *[f"{pick(name)} AS {name}" for name in ([m.name for m in COMPANIONS] if opts.companion_metrics else ())],
-        f"CASE WHEN {idcg} > 0 THEN {dcg} / {idcg} {_zero_idcg_one(opts)}ELSE 0.0D END AS ndcg",
+        f"{_rules.sums_checked(ndcg, figures, keys)} AS ndcg",
     )
 
 
@@ -345,40 +343,33 @@ def _zero_idcg_one(opts: EvaluationOptions) -> str:
 
 
 def _sums_per_list(with_hits: DataFrame, kept: List[str], opts: EvaluationOptions) -> DataFrame:
-    """Per list: cg, dcg and idcg at each cutoff from exploded rows and one aggregation.
+    """Per list: cg, dcg and idcg at each cutoff, summed on the list's own row.
 
-    Row i of a list carries its i-th hit (:func:`hits_of`: position and gain, in position order)
-    and the i-th grade of the ideal list, so a list has as many rows as the longer of the two,
-    not one per position: the positions without a hit would only add 0.0. The rows of a list
-    come from one input row, so they stay in one task and the sums run in row order, which is
-    position order on both sides. A full outer join's output has no known partitioning, so
-    Spark exchanges the partial sums before the final aggregation.
+    The hits (:func:`hits_of`: position and gain, in position order) and the ideal grades are
+    arrays of the row; each term is computed once per element (a projection of its own), and
+    each sum adds its terms left to right from position 1 with ``aggregate``, starting at 0.0:
+    the same additions, in the same order, as a ``sum`` over one row per term, so the same bits.
+    Nothing is exploded and nothing is aggregated across rows, so after the join of the lists
+    the plan holds no exchange, whatever the join's output partitioning.
     """
-    row = "__ndcg_row"
-    hit = f"try_element_at({HIT_TERMS}, {row})"
-    # Rows 1 .. the longer of the two arrays; a list with neither keeps one row (explode_outer).
-    length = f"greatest(size({HIT_TERMS}), size({IDEAL}))"
-    rows = with_hits.selectExpr(
-        *kept, HIT_TERMS, IDEAL, f"explode_outer(CASE WHEN {length} > 0 THEN sequence(1, {length}) END) AS {row}"
-    ).selectExpr(
-        # Each term in a projection of its own, so it is computed once per row, not once per cutoff.
+    terms, ideal_terms = "__ndcg_terms", "__ndcg_ideal_terms"
+    with_terms = with_hits.selectExpr(
         *kept,
-        row,
-        f"{hit}.p AS __ndcg_p",
-        f"{hit}.g AS __ndcg_g",
-        f"{hit}.g * {_discount(f'{hit}.p', opts)} AS __ndcg_dg",
-        f"{_ideal_gain(row, opts)} * {_discount(row, opts)} AS __ndcg_idg",
+        f"transform({HIT_TERMS}, s_h -> named_struct('p', s_h.p, 'g', s_h.g, "
+        f"'dg', s_h.g * {_discount('s_h.p', opts)})) AS {terms}",
+        f"transform({IDEAL}, (s_g, s_i) -> {gain('s_g', opts.gain)} * {_discount('(s_i + 1)', opts)}) AS {ideal_terms}",
     )
+
+    def total(values: str, term: str) -> str:
+        return f"aggregate({values}, 0.0D, (s_a, s_t) -> s_a + {term})"
+
     sums = []
     for j, k in enumerate(opts.cutoffs):
-        cut = _recommended_cut(k, opts)
-        ideal_within = "true" if _whole_ideal(k, opts) else f"{row} <= {_ideal_cut(_cut(k), opts)}"
+        within = f"filter({terms}, s_w -> s_w.p <= {_recommended_cut(k, opts)})"
+        ideal = ideal_terms if _whole_ideal(k, opts) else f"slice({ideal_terms}, 1, {_ideal_cut(_cut(k), opts)})"
         sums += [
-            f"sum(CASE WHEN __ndcg_p <= {cut} THEN __ndcg_g END) AS {_at('cg', j)}",
-            f"sum(CASE WHEN __ndcg_p <= {cut} THEN __ndcg_dg END) AS {_at('dcg', j)}",
-            f"sum(CASE WHEN {ideal_within} THEN __ndcg_idg END) AS {_at('idcg', j)}",
+            f"{total(within, 's_t.g')} AS {_at('cg', j)}",
+            f"{total(within, 's_t.dg')} AS {_at('dcg', j)}",
+            f"{total(ideal, 's_t')} AS {_at('idcg', j)}",
         ]
-    per_list = rows.groupBy(*[F.col(c) for c in kept]).agg(*[F.expr(e) for e in sums])
-    # A list's gains can add up past the largest double: stop there rather than give NaN.
-    figures = [(_at(name, j), name, k) for j, k in enumerate(opts.cutoffs) for name in ("cg", "dcg", "idcg")]
-    return _rules.guard_sums(per_list, figures, [c for c in (*opts.group_by, opts.user_col) if c in with_hits.columns])
+    return with_terms.selectExpr(*kept, *sums)

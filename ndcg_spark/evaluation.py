@@ -9,10 +9,13 @@ The stages, each a module of its own that writes columns of the contract
 3. :mod:`~ndcg_spark._ranking`: each user's top k by a ``row_number()`` window, as a list;
 4. :mod:`~ndcg_spark._judged`: each user's judgements and ideal list;
 5. the two joined on the user, full outer, so no user is lost. With segments of the
-   recommendations (a model column), the judgements are first repeated for every segment the
-   recommendations hold, and the join is on (segments, user): each segment is then exactly a
-   separate run of that segment's recommendations against the whole relevance table;
-6. :mod:`~ndcg_spark._scoring`: gains and the sums at every cutoff, one row per (user, k);
+   recommendations (a model column), the segment columns are packed into one struct and the
+   relevance rows are repeated for every segment the recommendations hold before they are
+   grouped, and the join is on (segment, user): each segment is then exactly a separate run of
+   that segment's recommendations against the whole relevance table, and both sides arrive
+   partitioned by the keys they are joined on (no exchange after the lists meet);
+6. :mod:`~ndcg_spark._scoring`: gains and the sums at every cutoff, on each list's own row, then
+   one row per (user, k);
 7. :mod:`~ndcg_spark._summary`: the exclusion policies, then (lazily) the summary and the
    row accounting.
 
@@ -25,16 +28,16 @@ from __future__ import annotations
 import functools
 import operator
 from dataclasses import dataclass, replace
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
 from ndcg_spark import _inputs, _judged, _ranking, _rules, _scoring, _summary
-from ndcg_spark._columns import EXCLUDED, FIGURES, HAS_JUDGEMENTS, both_sides_kept
+from ndcg_spark._columns import EXCLUDED, FIGURES, HAS_JUDGEMENTS, SEGMENT, both_sides_kept
 from ndcg_spark._counts import RowCount
 from ndcg_spark._metrics import COMPANIONS
-from ndcg_spark._sql import ident
+from ndcg_spark._sql import ident, string_literal
 from ndcg_spark.options import EvaluationOptions, resolve
 
 
@@ -194,12 +197,13 @@ def evaluate_rows(
         recommendations = _rules.guard_rows(recommendations, "recommendations", opts)
         relevance = _rules.guard_rows(relevance, "relevance", opts)
     recs, rel = _inputs.narrow(recommendations, relevance, opts)
+    if served is not None:
+        recs, rel = with_segment(recs, rel, served)
     ranked_rows = RowCount(recs, Observation())
     scored = (
         join_lists(
             recs.transform(_ranking.ranked_lists, opts, ranked_rows),
             rel.transform(_judged.judged_lists, opts),
-            served,
             opts,
         )
         .transform(_scoring.score, opts)
@@ -209,17 +213,38 @@ def evaluate_rows(
     return EvaluationResult(_scored=scored, options=options, rejected=rejected, ranked_rows=ranked_rows)
 
 
-def join_lists(lists: DataFrame, judged: DataFrame, served: Optional[DataFrame], opts: EvaluationOptions) -> DataFrame:
+def with_segment(recs: DataFrame, rel: DataFrame, served: DataFrame) -> Tuple[DataFrame, DataFrame]:
+    """Both tables keyed by the packed segment (``SEGMENT``): the recommendations' segment
+    columns as one struct, and the relevance rows repeated for every segment ``served`` holds.
+
+    A struct of nulls equals a struct of nulls, so a plain equi-join on (``SEGMENT``, user)
+    matches a null model with a null model, as a filter ``model IS NULL`` would select it; and
+    both lists are then grouped by the very keys they are joined on, so the join needs no
+    exchange of its own. The relevance rows are repeated before their shuffle, not the judged
+    lists after it: each row is shuffled once for each segment, where repeating the lists
+    shuffled every judgement once more and the ranked lists again besides.
+    """
+    segments = list(served.columns)
+    packed = "named_struct(" + ", ".join(f"{string_literal(c)}, {ident(c)}" for c in segments) + f") AS {SEGMENT}"
+    rest = [ident(c) for c in recs.columns if c not in segments]
+    return (
+        recs.selectExpr(packed, *rest),
+        rel.crossJoin(F.broadcast(served.selectExpr(packed))),
+    )
+
+
+def join_lists(lists: DataFrame, judged: DataFrame, opts: EvaluationOptions) -> DataFrame:
     """Ranked lists and judged lists, full outer, so no user is lost.
 
-    Without segments of the recommendations the join is on the user. With them (``served``:
-    the distinct segment values of the recommendations), every judged user is repeated for
-    every segment, so a judged user that a segment did not serve is, in that segment, a user
-    without recommendations (as in a separate run of that segment alone), and no segment
-    appears that the recommendations do not hold. Segment values are matched null-safe: a null
-    model is a segment of its own, as a filter ``model IS NULL`` would make it.
+    Without segments of the recommendations the join is on the user. With them, on the packed
+    segment and the user (:func:`with_segment`): every judged user is there for every segment,
+    so a judged user that a segment did not serve is, in that segment, a user without
+    recommendations (as in a separate run of that segment alone), and no segment appears that
+    the recommendations do not hold. The segment columns are unpacked after the join.
     """
-    if served is None:
+    if SEGMENT not in lists.columns:
         return lists.join(judged, on=opts.user_col, how="full")
-    keys = [*served.columns, opts.user_col]
-    return _summary.join_null_safe(lists, judged.crossJoin(F.broadcast(served)), keys, "full")
+    joined = lists.join(judged, on=[SEGMENT, opts.user_col], how="full")
+    segments = [f.name for f in joined.schema[SEGMENT].dataType.fields]
+    unpacked = [f"{SEGMENT}.{ident(c)} AS {ident(c)}" for c in segments]
+    return joined.selectExpr(*unpacked, *[ident(c) for c in joined.columns if c != SEGMENT])

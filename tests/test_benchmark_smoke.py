@@ -115,6 +115,43 @@ def test_job_benchmark_times_each_whole_process_and_prints_the_ratios(tmp_path, 
     skewed = json.loads((work / "J-skewed" / "summary.json").read_text())
     assert skewed["rows"]["recommendations"]["read"] == 800 and skewed["input_rows"]["relevance"] == 400
     assert 0.0 <= json.loads((work / "P-100.json").read_text())["mean_ndcg"] <= 1.0
+    for figures in report["runs"].values():
+        # Spark's own figures, from each run's event log: both jobs shuffle both tables, planned as exchanges.
+        assert figures["shuffle_bytes"][0] > 0 and figures["shuffle_stages"][0] >= 2, figures
+        assert figures["exchange_nodes"][0] >= 2 and figures["task_cpu_seconds"][0] > 0, figures
+
+
+def test_job_benchmark_reads_spark_figures_from_an_event_log(tmp_path):
+    spec = importlib.util.spec_from_file_location("job_benchmark", BENCH.parent / "job.py")
+    job = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(job)
+
+    def node(name, ids, *children):
+        return {"nodeName": name, "metrics": [{"accumulatorId": i} for i in ids], "children": list(children)}
+
+    cached = node("Exchange", [7], node("Sort", [8]))
+    events = [
+        {"Event": "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart", "executionId": 0,
+         "sparkPlanInfo": node("Exchange", [1])},
+        # The last adaptive update is the plan that ran; a cached plan shown twice is one exchange.
+        {"Event": "org.apache.spark.sql.execution.ui.SparkListenerSQLAdaptiveExecutionUpdate", "executionId": 0,
+         "sparkPlanInfo": node("Generate", [2], cached)},
+        {"Event": "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart", "executionId": 1,
+         "sparkPlanInfo": node("ReusedExchange", [3], cached)},
+        {"Event": "SparkListenerTaskEnd", "Stage ID": 4, "Task Metrics": {
+            "Executor CPU Time": 2_000_000_000, "Memory Bytes Spilled": 5, "Disk Bytes Spilled": 6,
+            "Shuffle Write Metrics": {"Shuffle Bytes Written": 100}}},
+        {"Event": "SparkListenerTaskEnd", "Stage ID": 5, "Task Metrics": {"Executor CPU Time": 500_000_000}},
+    ]  # fmt: skip
+    rolled = tmp_path / "eventlog_v2_local-1"
+    rolled.mkdir()
+    (rolled / "events_1_local-1").write_text("\n".join(json.dumps(e) for e in events) + "\n")
+    (rolled / "appstatus_local-1").write_text("")
+    figures = job.spark_figures(tmp_path)
+    assert figures == {
+        "shuffle_bytes": 100, "spill_bytes": 11, "task_cpu_seconds": 2.5, "sql_executions": 2,
+        "shuffle_stages": 1, "exchange_nodes": 1, "sort_nodes": 1, "generate_nodes": 1,
+    }  # fmt: skip
 
 
 def test_job_benchmark_fits_a_line_and_orders_each_round_both_ways():
