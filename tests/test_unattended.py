@@ -191,7 +191,7 @@ def fake_holder(out: Path, renewed_ago: float, host: str = "another-host", pid: 
 
 def place_of(spark, out: Path) -> publish.Place:
     return publish.Place(
-        storage.Files(spark, storage.qualify(spark, str(out))), "evaluate", publish.Partition("run_date", DATE)
+        storage.files_for(spark, storage.qualify(spark, str(out))), "evaluate", publish.Partition("run_date", DATE)
     )
 
 
