@@ -22,7 +22,7 @@ SVG = "{http://www.w3.org/2000/svg}"
 
 
 def write_file(spark, output, path, text):
-    storage.Files(spark, output).write_text(f"{output}/{path}", text)
+    storage.files_for(spark, output).write_text(f"{output}/{path}", text)
 
 
 def write_run(spark, output, date, per_user, manifest):

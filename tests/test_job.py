@@ -420,16 +420,16 @@ def test_small_files_go_through_hadoop_as_single_files_on_a_file_uri(spark, suit
     from ndcg_spark.job import storage
 
     written = []
-    real = storage.Files.write_text
+    real = storage.HadoopFiles.write_text
 
     def spy(self, path, text):
         # The output as the job qualifies it (file:/...), whatever its spelling (file:///...).
-        assert self._jvm is not None and path.startswith(f"file:{tmp_path}/")
+        assert path.startswith(f"file:{tmp_path}/")
         if not path.endswith(".lease"):  # the lock's lease, renewed while the run holds it
             written.append(tuple(path.rsplit("/", 1)))
         real(self, path, text)
 
-    monkeypatch.setattr(storage.Files, "write_text", spy)
+    monkeypatch.setattr(storage.HadoopFiles, "write_text", spy)
     recs_path, rel_path, _, _ = suite_inputs
     out = tmp_path / "out"
     args = ["--recommendations", Path(recs_path).as_uri(), "--relevance", Path(rel_path).as_uri(), "--k", "3"]

@@ -3,7 +3,7 @@ at once, forget a flag, mix partition keys. After each, a marker is there only b
 it describes, and an earlier complete result is never lost before a new one replaces it.
 
 The kills are real: the job runs in its own process group (``start_new_session``), pauses at a
-named step (``NDCG_SPARK_PAUSE_AT``, creating ``NDCG_SPARK_PAUSE_FILE``) or is caught by the
+named step (started through :mod:`tests.faults`, which creates a file there) or is caught by the
 appearance of Spark's ``_temporary`` folder, and the whole group, JVM included, gets SIGKILL.
 """
 
@@ -22,7 +22,8 @@ import pytest
 from chispa import assert_df_equality
 
 from ndcg_spark.errors import EXIT_CONFIG, EXIT_FAILURE, EXIT_INPUT, EXIT_LOCKED, EXIT_OK
-from ndcg_spark.job import run
+from ndcg_spark.job import publish, run
+from tests.faults import failing_at
 
 ROOT = Path(__file__).resolve().parents[1]
 DATE = "2026-11-21"
@@ -109,12 +110,14 @@ def check_invariant(spark, out: Path, place: str = PLACE):
     return marker
 
 
-def start_job(argv, env_extra=None, cwd=None):
+def start_job(argv, pause=None, cwd=None):
+    """The job in a process group of its own; ``pause``: (step, file) where it stops, creating the file."""
     # A JVM that starts cheaply (client compiler only, serial GC): several run at once on 2 cores.
     jvm = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "JAVA_TOOL_OPTIONS": jvm, **(env_extra or {})}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "JAVA_TOOL_OPTIONS": jvm}
+    launcher = ["ndcg_spark"] if pause is None else ["tests.faults", pause[0], str(pause[1]), "--"]
     return subprocess.Popen(
-        [sys.executable, "-m", "ndcg_spark", "--master", "local[1]", *argv],
+        [sys.executable, "-m", *launcher, "--master", "local[1]", *argv],
         env=env,
         cwd=cwd,
         stdout=subprocess.PIPE,
@@ -161,8 +164,8 @@ def test_a_kill_at_any_step_leaves_the_previous_result_or_no_marker(spark, input
         out = tmp_path / f"kill{i}"
         shutil.copytree(published, out)
         pause = tmp_path / f"paused{i}"
-        env = {} if step == "writing per_user" else {"NDCG_SPARK_PAUSE_AT": step, "NDCG_SPARK_PAUSE_FILE": str(pause)}
-        procs[step] = (out, pause, start_job(args(inputs, out, "worse", "--run-date", DATE), env))
+        at = None if step == "writing per_user" else (step, pause)
+        procs[step] = (out, pause, start_job(args(inputs, out, "worse", "--run-date", DATE), at))
     for step, (out, pause, proc) in procs.items():
         if step == "writing per_user":
             staging = out / "_ndcg_spark" / "staging" / PLACE
@@ -207,10 +210,10 @@ def test_an_io_failure_during_a_rerun(spark, inputs, published, tmp_path, monkey
     for step, left in (("staged", "previous"), ("moved:per_user", "none")):
         out = tmp_path / step.replace(":", "-")
         shutil.copytree(published, out)
-        monkeypatch.setenv("NDCG_SPARK_FAIL_AT", step)
-        assert run(args(inputs, out, "worse", "--run-date", DATE)) == EXIT_FAILURE
-        assert f"injected I/O failure at {step}" in capsys.readouterr().err
-        monkeypatch.delenv("NDCG_SPARK_FAIL_AT")
+        with monkeypatch.context() as patched:
+            patched.setattr(publish, "at_step", failing_at(step))
+            assert run(args(inputs, out, "worse", "--run-date", DATE)) == EXIT_FAILURE
+            assert f"injected I/O failure at {step}" in capsys.readouterr().err
         after = check_invariant(spark, out)
         assert (after == marker_of(published)) if left == "previous" else after is None
         assert not (out / "_ndcg_spark" / "locks" / f"{PLACE}.lock").exists()  # a failed run releases its lock
@@ -226,7 +229,7 @@ def test_a_second_run_of_the_same_date_is_refused_while_the_first_runs(spark, in
     pause = tmp_path / "paused"
     first = start_job(
         args(inputs, out, "worse", "--run-date", DATE),
-        {"NDCG_SPARK_PAUSE_AT": "staged", "NDCG_SPARK_PAUSE_FILE": str(pause)},
+        ("staged", pause),
     )
     try:
         wait_for(pause.exists, first, "the first run's staged result")

@@ -87,7 +87,7 @@ def test_sigterm_and_sigint_end_a_run_as_the_contract_allows(spark, inputs, publ
     term = start_job(args(inputs, term_out, "worse", "--run-date", DATE))
     held = start_job(
         args(inputs, int_out, "worse", "--run-date", DATE),
-        {"NDCG_SPARK_PAUSE_AT": "marker_removed", "NDCG_SPARK_PAUSE_FILE": str(pause)},
+        ("marker_removed", pause),
     )
     try:
         staging = term_out / "_ndcg_spark" / "staging" / PLACE
@@ -145,8 +145,7 @@ def test_a_killed_runs_retry_from_another_directory_breaks_its_lock_and_recovers
     out, decoy = copy_of(published, first / "out"), copy_of(published, second / "out")
     before = {p: p.stat().st_mtime_ns for p in decoy.rglob("*")}
     pause = tmp_path / "paused"
-    env = {"NDCG_SPARK_PAUSE_AT": "moved:per_user", "NDCG_SPARK_PAUSE_FILE": str(pause)}
-    killed = start_job(args(inputs, "out", "worse", "--run-date", DATE), env, cwd=first)
+    killed = start_job(args(inputs, "out", "worse", "--run-date", DATE), ("moved:per_user", pause), cwd=first)
     wait_for(pause.exists, killed, "the publish of per_user")
     kill_group(killed)
     assert marker_of(out) is None
@@ -191,7 +190,7 @@ def fake_holder(out: Path, renewed_ago: float, host: str = "another-host", pid: 
 
 def place_of(spark, out: Path) -> publish.Place:
     return publish.Place(
-        storage.Files(spark, storage.qualify(spark, str(out))), "evaluate", publish.Partition("run_date", DATE)
+        storage.files_for(spark, storage.qualify(spark, str(out))), "evaluate", publish.Partition("run_date", DATE)
     )
 
 
@@ -239,15 +238,13 @@ def test_a_stale_lock_is_broken_by_the_run_and_recorded(spark, inputs, published
 def test_a_run_that_lost_its_lock_stops_before_its_publish(spark, inputs, published, tmp_path, capsys, monkeypatch):
     """Its lock taken (by force) while it computed: exit 5 at the publish, nothing live touched."""
     out = copy_of(published, tmp_path / "out")
-    real = publish.checkpoint
 
     def taken(step):
         if step == "staged":
             lock_file(out).unlink()
             fake_holder(out, renewed_ago=0)
-        real(step)
 
-    monkeypatch.setattr(publish, "checkpoint", taken)
+    monkeypatch.setattr(publish, "at_step", taken)
     before = {p: p.stat().st_mtime_ns for p in (out / "per_user").rglob("*")}
     assert run(args(inputs, out, "worse", "--run-date", DATE)) == EXIT_LOCKED
     line = one_line(capsys.readouterr().err)
@@ -262,7 +259,6 @@ def test_a_publish_another_run_finished_is_not_written_over(spark, inputs, publi
     """A run paused in its publish while another forced its lock and finished that publish (the
     journal gone): the paused run writes no marker over what the other run published."""
     out = copy_of(published, tmp_path / "out")
-    real = publish.checkpoint
 
     def finished_by_another(step):
         if step == "moved:per_user":
@@ -270,9 +266,8 @@ def test_a_publish_another_run_finished_is_not_written_over(spark, inputs, publi
             journal.unlink()
             lock_file(out).unlink()
             fake_holder(out, renewed_ago=0)
-        real(step)
 
-    monkeypatch.setattr(publish, "checkpoint", finished_by_another)
+    monkeypatch.setattr(publish, "at_step", finished_by_another)
     assert run(args(inputs, out, "worse", "--run-date", DATE)) == EXIT_LOCKED
     assert "this run lost its lock to run 20261121T020001Z" in one_line(capsys.readouterr().err)
     assert marker_of(out) is None and check_invariant(spark, out) is None

@@ -57,7 +57,7 @@ def complete_runs(spark, output: str, key: str = RUN_DATE) -> List[str]:
     >>> complete_runs(spark, "/data/ndcg")  # doctest: +SKIP
     ['2026-11-20', '2026-11-21']
     """
-    files, prefix = storage.Files(spark, output), f"{key}="
+    files, prefix = storage.files_for(spark, output), f"{key}="
     values = []
     for name in files.list(files.path("_manifests")):
         if name.startswith(prefix) and len(name) > len(prefix):
@@ -69,7 +69,7 @@ def complete_runs(spark, output: str, key: str = RUN_DATE) -> List[str]:
 
 def read_manifest(spark, output: str, value: str, key: str = RUN_DATE) -> Dict[str, Any]:
     """The manifest (``summary.json``) of the complete run of ``key=value`` in ``output``."""
-    files = storage.Files(spark, output)
+    files = storage.files_for(spark, output)
     path = run_place(files, value, key).marker
     try:
         text = files.read_text(path)
@@ -105,7 +105,7 @@ def previous_intact_run(
     later runs skipped because a table of theirs is gone). With ``passed_only``, the most recent
     whose gates all passed (its manifest says so), so a bad night that persists is held against
     the last good one, night after night."""
-    files = storage.Files(spark, output)
+    files = storage.files_for(spark, output)
     earlier = [v for v in complete_runs(spark, output, key) if v < before]
     skipped = []
     for value in reversed(earlier):
@@ -136,13 +136,13 @@ def gates_passed(manifest: Dict[str, Any]) -> bool:
 
 def read_per_user(spark, output: str, value: str, key: str = RUN_DATE) -> DataFrame:
     """The per-user table of the run ``key=value`` (its partition directory, read as itself)."""
-    return spark.read.parquet(run_place(storage.Files(spark, output), value, key).table("per_user"))
+    return spark.read.parquet(run_place(storage.files_for(spark, output), value, key).table("per_user"))
 
 
 def partition_key(spark, output: str) -> str:
     """The partition key of an output of dated (or partitioned) ``ndcg-spark`` runs, from its
     recorded layout; a ConfigError (exit 2) for an output that holds no such runs."""
-    layout = publish.recorded_layout(storage.Files(spark, output))
+    layout = publish.recorded_layout(storage.files_for(spark, output))
     if layout is None:
         raise ConfigError(f"output {output} holds no ndcg-spark runs")
     if layout.get("command") != "evaluate":
@@ -232,7 +232,7 @@ def history_text(spark, output: str, *, key: str = RUN_DATE, last: Optional[int]
     :func:`history_record`."""
     runs = read_history(spark, output, key, last)
     rows = history_rows(runs, key)
-    files = storage.Files(spark, output)
+    files = storage.files_for(spark, output)
     broken = {v: m for v, m in ((v, missing_tables(files, v, key, m)) for v, m in runs) if m}
     if as_json:
         return storage.strict_json(history_record(output, rows, key, broken))

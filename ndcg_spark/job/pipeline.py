@@ -55,7 +55,7 @@ def _run(spark, config, compute: Callable) -> Dict[str, Any]:
     # The output's one spelling, absolute and qualified, for everything the run writes and records.
     root = storage.qualify(spark, config.output.path)
     publish.check_inputs(root, storage.input_paths(spark, config))
-    place = publish.Place(storage.Files(spark, root), config.command, config.output.partition)
+    place = publish.Place(storage.files_for(spark, root), config.command, config.output.partition)
     publish.check_layout(place)
     interrupts.check()
     run_id, made_output = publish.new_run_id(), not place.files.exists(place.files.root)
@@ -240,7 +240,7 @@ def track(spark, config, manifest: Dict[str, Any], gate_failed: Optional[bool]) 
     """Log a published run to MLflow (``config.mlflow``): the marker and the report as they were
     published, read back from the output. Returns the MLflow run id."""
     output = (manifest.get("run") or {}).get("output") or config.output.path
-    place = publish.Place(storage.Files(spark, output), config.command, config.output.partition)
+    place = publish.Place(storage.files_for(spark, output), config.command, config.output.partition)
     texts = {}
     for path in (place.marker, f"{place.marker_dir}/report.html"):
         text = place.files.read_text(path)

@@ -30,14 +30,11 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
-import time
 import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from ndcg_spark.errors import ConfigError
-from ndcg_spark.job import interrupts
 from ndcg_spark.job.config import Partition
 from ndcg_spark.job.storage import Files, shown, strict_json
 
@@ -53,20 +50,14 @@ COMPANIONS = ("report.html",)
 OUR_NAMES = {"per_user", "summary", "rejected", "comparison", "_manifests", STATE, *COMPANIONS}
 OUR_NAMES |= {marker for _, marker in COMMANDS.values()} | {f".{m}.tmp" for m in ("summary.json", "report.html")}
 
-#: Test hooks: pause (creating NDCG_SPARK_PAUSE_FILE, then sleeping) or fail at a named step.
-PAUSE_AT, PAUSE_FILE, FAIL_AT = "NDCG_SPARK_PAUSE_AT", "NDCG_SPARK_PAUSE_FILE", "NDCG_SPARK_FAIL_AT"
+
+def _no_fault(step: str) -> None:
+    pass
 
 
-def checkpoint(step: str) -> None:
-    """A named step of a run, where the fault-injection tests pause the job or make it fail."""
-    if os.environ.get(FAIL_AT) == step:
-        raise OSError(f"injected I/O failure at {step}")
-    if os.environ.get(PAUSE_AT) == step:
-        with open(os.environ[PAUSE_FILE], "w") as fh:
-            fh.write(step)
-        # Until killed; a SIGTERM or SIGINT lets the run go on, to stop as the contract allows.
-        while interrupts.received() is None:
-            time.sleep(0.1)
+#: Called at each named step of a publish (``staged``, ``marker_removed``, ``removed:NAME``,
+#: ``moved:NAME``, ``published``); the fault tests replace it to pause or fail the run there.
+at_step: Callable[[str], None] = _no_fault
 
 
 @dataclass(frozen=True)
@@ -313,7 +304,7 @@ class Staging:
             "moves": moves,
             "removes": removes,
         }
-        checkpoint("staged")
+        at_step("staged")
         if guard is not None:
             guard()
         files.write_text(f"{self.folder}/publish.json", strict_json(journal, indent=2))
@@ -349,17 +340,17 @@ def _journal_there(files: Files, journal: Dict[str, Any]) -> None:
 def _apply(files: Files, journal: Dict[str, Any]) -> None:
     """The publish itself; idempotent, so an interrupted one is finished by running it again."""
     files.delete(journal["marker"])
-    checkpoint("marker_removed")
+    at_step("marker_removed")
     for name, source, target in journal["moves"]:
         if files.exists(source):
             files.delete(target)
-            checkpoint(f"removed:{name}")
+            at_step(f"removed:{name}")
             files.rename(source, target)
-            checkpoint(f"moved:{name}")
+            at_step(f"moved:{name}")
     _journal_there(files, journal)
     for path in journal["removes"]:
         files.delete(path)
     _journal_there(files, journal)
     files.write_text(journal["marker"], journal["marker_text"])
-    checkpoint("published")
+    at_step("published")
     files.delete(journal["folder"])

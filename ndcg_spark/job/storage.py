@@ -1,12 +1,13 @@
 """The job's reading and writing: input tables, Parquet tables, and small files and folders on
-the output's file system (:class:`Files`)."""
+the output's file system (:class:`Files`, on Hadoop's FileSystem or the local one)."""
 
 from __future__ import annotations
 
 import json
 import math
 import os
-from typing import Any, Dict, List, Optional
+import shutil
+from typing import Any, Dict, List, Optional, Protocol
 from urllib.parse import urlparse
 
 from ndcg_spark.errors import ConfigError
@@ -133,115 +134,205 @@ def _finite(value: Any) -> Any:
     return value
 
 
-class Files:
+class Files(Protocol):
     """Small files and folders of one output, on the file system its tables are written to.
 
-    In classic mode through the session's Hadoop FileSystem API, so they land beside the tables
-    on any Hadoop-compatible file system (``hdfs://``, ``s3a://``, a path on the default file
-    system); on the local file system the raw one, so no ``.crc`` side files appear. Over Spark
-    Connect the client has no Hadoop API: it uses its own file system, which the job has checked
-    to be the server's (a local absolute path).
+    Paths are the output's, qualified as :func:`qualify` makes them. :func:`files_for` picks the
+    implementation once: :class:`HadoopFiles` in classic mode, :class:`LocalFiles` otherwise.
     """
 
-    def __init__(self, spark, root: str):
-        self.root = root
-        # No session (a local output read without Spark), or Spark Connect: the local file system.
-        self._jvm = None if spark is None or is_connect(spark) else spark._jvm
-        if self._jvm is not None:
-            self._path = self._jvm.org.apache.hadoop.fs.Path
-            fs = self._path(root).getFileSystem(spark._jsc.hadoopConfiguration())
-            self._fs = fs.getRawFileSystem() if fs.getScheme() == "file" else fs
-            self.local = fs.getScheme() == "file"
-        else:
-            self.local = True
+    root: str
 
     @property
     def shown(self) -> str:
         """The output as messages name it: a local path without its ``file:`` scheme."""
-        return shown(self.root)
 
     def path(self, *parts: str) -> str:
         """``root/part/...`` as the tables' writer takes it."""
-        return "/".join([self.root.rstrip("/"), *parts])
 
-    def _local(self, path: str) -> str:
-        if self._jvm is not None:
-            return self._path(path).toUri().getPath() if self.local else path
-        return urlparse(path).path if path.startswith("file:") else path
+    def exists(self, path: str) -> bool: ...
 
-    def exists(self, path: str) -> bool:
-        if self._jvm is None:
-            return os.path.exists(self._local(path))
-        return bool(self._fs.exists(self._path(path)))
-
-    def is_dir(self, path: str) -> bool:
-        if self._jvm is None:
-            return os.path.isdir(self._local(path))
-        return bool(self._fs.exists(self._path(path))) and bool(self._fs.getFileStatus(self._path(path)).isDirectory())
+    def is_dir(self, path: str) -> bool: ...
 
     def list(self, path: str) -> List[str]:
         """The names in folder ``path`` (none when it does not exist)."""
-        if self._jvm is None:
-            folder = self._local(path)
-            return sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+
+    def delete(self, path: str) -> None:
+        """Remove a file or a whole folder, if it is there."""
+
+    def remove_if_empty(self, path: str) -> None:
+        """Remove folder ``path`` if it is there and empty (a non-empty one is left as it is)."""
+
+    def rename(self, source: str, target: str) -> None:
+        """Move ``source`` to ``target`` (which must not exist), making ``target``'s parent."""
+
+    def modified(self, path: str) -> Optional[float]:
+        """The modification time of ``path`` in seconds since the epoch, or None when it is not there."""
+
+    def read_text(self, path: str) -> Optional[str]:
+        """The text of a small file, or None when it does not exist."""
+
+    def write_text(self, path: str, text: str) -> None:
+        """Write a small file whole: as ``.NAME.tmp`` beside it, then moved over any old one, so
+        a reader never sees a part of it."""
+
+    def create_new(self, path: str, text: str) -> bool:
+        """Create ``path`` with ``text`` only if it does not exist; whether it was created.
+
+        On the local file system an exclusive create (``O_EXCL``), atomic between processes; on
+        HDFS Hadoop's create without overwrite, atomic in the NameNode. Object stores have no
+        such primitive: there two runs started at the same instant could both succeed.
+        """
+
+    def data_files(self, path: str) -> List[str]:
+        """The data files of a written table folder (Spark's ``part-*`` files), recursively."""
+
+
+def files_for(spark, root: str) -> Files:
+    """The files of output ``root``: through the session's Hadoop FileSystem API in classic mode;
+    the local file system with no session (a local output read without Spark) or over Spark
+    Connect, whose client has no Hadoop API (:func:`check_connect` made sure the output is a
+    local path the server shares)."""
+    if spark is None or is_connect(spark):
+        return LocalFiles(root)
+    return HadoopFiles(spark, root)
+
+
+class _Output:
+    def __init__(self, root: str):
+        self.root = root
+
+    @property
+    def shown(self) -> str:
+        return shown(self.root)
+
+    def path(self, *parts: str) -> str:
+        return "/".join([self.root.rstrip("/"), *parts])
+
+
+def _create_exclusive(local: str, text: str) -> bool:
+    os.makedirs(os.path.dirname(local), exist_ok=True)
+    try:
+        fd = os.open(local, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    return True
+
+
+class LocalFiles(_Output):
+    """:class:`Files` on the local file system, through Python's own calls."""
+
+    @staticmethod
+    def _local(path: str) -> str:
+        return urlparse(path).path if path.startswith("file:") else path
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(self._local(path))
+
+    def is_dir(self, path: str) -> bool:
+        return os.path.isdir(self._local(path))
+
+    def list(self, path: str) -> List[str]:
+        folder = self._local(path)
+        return sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+
+    def delete(self, path: str) -> None:
+        local = self._local(path)
+        if os.path.isdir(local):
+            shutil.rmtree(local)
+        elif os.path.lexists(local):
+            os.remove(local)
+
+    def remove_if_empty(self, path: str) -> None:
+        try:
+            os.rmdir(self._local(path))
+        except OSError:
+            pass
+
+    def rename(self, source: str, target: str) -> None:
+        os.makedirs(os.path.dirname(self._local(target)), exist_ok=True)
+        os.rename(self._local(source), self._local(target))
+
+    def modified(self, path: str) -> Optional[float]:
+        try:
+            return os.stat(self._local(path)).st_mtime
+        except OSError:  # gone meanwhile
+            return None
+
+    def read_text(self, path: str) -> Optional[str]:
+        try:
+            with open(self._local(path), encoding="utf-8") as fh:
+                return fh.read()
+        except FileNotFoundError:
+            return None
+
+    def write_text(self, path: str, text: str) -> None:
+        folder, name = path.rsplit("/", 1)
+        tmp = f"{folder}/.{name}.tmp"
+        os.makedirs(self._local(folder), exist_ok=True)
+        with open(self._local(tmp), "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(self._local(tmp), self._local(path))
+
+    def create_new(self, path: str, text: str) -> bool:
+        return _create_exclusive(self._local(path), text)
+
+    def data_files(self, path: str) -> List[str]:
+        base, found = self._local(path), []
+        for folder, _, names in os.walk(base):
+            rel = os.path.relpath(folder, base)
+            found += [n if rel == "." else f"{rel}/{n}" for n in names if not n.startswith(("_", "."))]
+        return sorted(found)
+
+
+class HadoopFiles(_Output):
+    """:class:`Files` through the session's Hadoop FileSystem API, so they land beside the tables
+    on any Hadoop-compatible file system (``hdfs://``, ``s3a://``, a path on the default file
+    system). On the local file system the raw one, so no ``.crc`` side files appear."""
+
+    def __init__(self, spark, root: str):
+        super().__init__(root)
+        self._jvm = spark._jvm
+        self._path = self._jvm.org.apache.hadoop.fs.Path
+        fs = self._path(root).getFileSystem(spark._jsc.hadoopConfiguration())
+        self.local = fs.getScheme() == "file"
+        self._fs = fs.getRawFileSystem() if self.local else fs
+
+    def exists(self, path: str) -> bool:
+        return bool(self._fs.exists(self._path(path)))
+
+    def is_dir(self, path: str) -> bool:
+        return bool(self._fs.exists(self._path(path))) and bool(self._fs.getFileStatus(self._path(path)).isDirectory())
+
+    def list(self, path: str) -> List[str]:
         if not self._fs.exists(self._path(path)):
             return []
         return sorted(status.getPath().getName() for status in self._fs.listStatus(self._path(path)))
 
     def delete(self, path: str) -> None:
-        """Remove a file or a whole folder, if it is there."""
-        if self._jvm is None:
-            local = self._local(path)
-            if os.path.isdir(local):
-                import shutil
-
-                shutil.rmtree(local)
-            elif os.path.lexists(local):
-                os.remove(local)
-            return
         self._fs.delete(self._path(path), True)
 
     def remove_if_empty(self, path: str) -> None:
-        """Remove folder ``path`` if it is there and empty (a non-empty one is left as it is)."""
-        if self._jvm is None:
-            try:
-                os.rmdir(self._local(path))
-            except OSError:
-                pass
-            return
         try:
             self._fs.delete(self._path(path), False)
         except Exception:  # noqa: BLE001 - Py4J wraps the IOException of a folder that is not empty
             pass
 
     def rename(self, source: str, target: str) -> None:
-        """Move ``source`` to ``target`` (which must not exist), making ``target``'s parent."""
-        if self._jvm is None:
-            os.makedirs(os.path.dirname(self._local(target)), exist_ok=True)
-            os.rename(self._local(source), self._local(target))
-            return
         target_path = self._path(target)
         self._fs.mkdirs(target_path.getParent())
         if not self._fs.rename(self._path(source), target_path):
             raise OSError(f"could not rename {source} to {target}")
 
     def modified(self, path: str) -> Optional[float]:
-        """The modification time of ``path`` in seconds since the epoch, or None when it is not there."""
         try:
-            if self._jvm is None:
-                return os.stat(self._local(path)).st_mtime
             return self._fs.getFileStatus(self._path(path)).getModificationTime() / 1000.0
-        except Exception:  # noqa: BLE001 - gone meanwhile (OSError, or Hadoop's FileNotFoundException)
+        except Exception:  # noqa: BLE001 - gone meanwhile (Hadoop's FileNotFoundException)
             return None
 
     def read_text(self, path: str) -> Optional[str]:
-        """The text of a small file, or None when it does not exist."""
-        if self._jvm is None:
-            try:
-                with open(self._local(path), encoding="utf-8") as fh:
-                    return fh.read()
-            except FileNotFoundError:
-                return None
         p = self._path(path)
         if not self._fs.exists(p):
             return None
@@ -258,19 +349,10 @@ class Files:
             stream.close()
 
     def write_text(self, path: str, text: str) -> None:
-        """Write a small file whole: as ``.NAME.tmp`` beside it, then renamed over any old one.
-
-        Hadoop's rename does not replace a file: the old one is deleted just before, so a reader
-        sees the old file, then none, then the complete new one, never a part.
-        """
+        # Hadoop's rename does not replace a file: the old one is deleted just before, so a
+        # reader sees the old file, then none, then the complete new one.
         folder, name = path.rsplit("/", 1)
         tmp = f"{folder}/.{name}.tmp"
-        if self._jvm is None:
-            os.makedirs(self._local(folder), exist_ok=True)
-            with open(self._local(tmp), "w", encoding="utf-8") as fh:
-                fh.write(text)
-            os.replace(self._local(tmp), self._local(path))
-            return
         self._fs.mkdirs(self._path(folder))
         self._write(self._path(tmp), text, overwrite=True)
         if self._fs.exists(self._path(path)):
@@ -279,22 +361,9 @@ class Files:
             raise OSError(f"could not rename {tmp} to {path}")
 
     def create_new(self, path: str, text: str) -> bool:
-        """Create ``path`` with ``text`` only if it does not exist; whether it was created.
-
-        On the local file system an exclusive create (``O_EXCL``), atomic between processes; on
-        HDFS Hadoop's create without overwrite, atomic in the NameNode. Object stores have no
-        such primitive: there two runs started at the same instant could both succeed.
-        """
         if self.local:
-            local = self._local(path)
-            os.makedirs(os.path.dirname(local), exist_ok=True)
-            try:
-                fd = os.open(local, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            except FileExistsError:
-                return False
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-            return True
+            # O_EXCL is atomic between processes; the raw local file system's create is not.
+            return _create_exclusive(self._path(path).toUri().getPath(), text)
         p = self._path(path)
         self._fs.mkdirs(p.getParent())
         try:
@@ -313,14 +382,6 @@ class Files:
             stream.close()
 
     def data_files(self, path: str) -> List[str]:
-        """The data files of a written table folder (Spark's ``part-*`` files), recursively."""
-        if self._jvm is None:
-            base = self._local(path)
-            found = []
-            for folder, _, names in os.walk(base):
-                rel = os.path.relpath(folder, base)
-                found += [n if rel == "." else f"{rel}/{n}" for n in names if not n.startswith(("_", "."))]
-            return sorted(found)
         found = []
         iterator = self._fs.listFiles(self._path(path), True)
         prefix = self._fs.makeQualified(self._path(path)).toString().rstrip("/") + "/"
