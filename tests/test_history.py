@@ -93,14 +93,20 @@ def test_history_rows_table_and_json(spark, nightly):
     runs = history.read_history(spark, output)
     rows = history.history_rows(runs)
     expected = [
-        {"run_date": date, "segment": m["segment"], "k": m["k"], **{c: m[c] for c, _ in history.HISTORY_COLUMNS}}
+        {
+            "run_date": date,
+            "segment": m["segment"],
+            "k": m["k"],
+            **{c: m[c] for c, _ in history.HISTORY_COLUMNS},
+            "gates": "-",  # these nights set no gate
+        }
         for date, manifest, _ in nights
         for m in manifest["metrics"]
     ]
     assert rows == expected and len(rows) == 3 * 2 * 2
     assert history.history_segments(runs) == ["segment"]
     table = history.format_history(rows, ["segment"]).splitlines()
-    assert table[0].split() == ["k", "run_date", "segment", *[h for _, h in history.HISTORY_COLUMNS]]
+    assert table[0].split() == ["k", "run_date", "segment", *[h for _, h in history.HISTORY_COLUMNS], "gates"]
     assert len(table) == 1 + len(rows) and all(any(d in line for d in NIGHTS) for line in table[1:])
     record = json.loads(json.dumps(history.history_record(output, rows)))
     assert record["runs"] == list(NIGHTS) and record["rows"] == rows and record["key"] == "run_date"

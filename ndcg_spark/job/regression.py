@@ -22,7 +22,7 @@ from ndcg_spark.errors import InputDataError
 from ndcg_spark.job.gates import ChangeGate, parse_change_gates
 from ndcg_spark.job.history import RUN_DATE, previous_intact_run, read_per_user
 from ndcg_spark.job.storage import shown
-from ndcg_spark.job.verdict import describe_change
+from ndcg_spark.job.verdict import describe_change, skipped_text
 from ndcg_spark.options import Cutoff
 
 
@@ -103,12 +103,15 @@ class RegressionOutcome:
         ``mean_difference``, ``difference_ci_low``, ``difference_ci_high``, ``passed``.
     message : str
         One line: what was compared and the decision (the first failure when any).
+    skipped : list of str
+        The later runs passed over because a table of theirs is gone.
     """
 
     current: str
     previous: Optional[str]
     checked: List[Dict[str, Any]] = field(default_factory=list)
     message: str = ""
+    skipped: List[str] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
@@ -117,7 +120,13 @@ class RegressionOutcome:
 
     def to_dict(self) -> Dict[str, Any]:
         """The decision as the manifest records it."""
-        return {"current": self.current, "previous": self.previous, "gates": self.checked, "message": self.message}
+        return {
+            "current": self.current,
+            "previous": self.previous,
+            "skipped": self.skipped,
+            "gates": self.checked,
+            "message": self.message,
+        }
 
 
 def check_drops(
@@ -215,11 +224,11 @@ def regression_gate(
     """
     previous, skipped = previous_intact_run(spark, output, current_value, key, passed_only=passed_only)
     # A run whose tables were deleted is skipped, and the line says so: never a dead end.
-    gone = f" ({', '.join(f'{key}={v}' for v in skipped)} skipped: its tables are missing)" if skipped else ""
+    gone = skipped_text(skipped, key)
     if previous is None:
         which = "passing run" if passed_only else "complete run"
         line = f"regression gate: no {which} before {key}={current_value} in {shown(output)}{gone}; passed"
-        return RegressionOutcome(current_value, None, [], line)
+        return RegressionOutcome(current_value, None, [], line, skipped)
     changes = paired_change(current_per_user, read_per_user(spark, output, previous, key), group_by, user_col)
     checked = check_drops(gates, changes, group_by, point_estimate=point_estimate)
     failed = [g for g in checked if not g["passed"]]
@@ -232,4 +241,4 @@ def regression_gate(
         line += f"; {len(failed) - 1} more gate(s) failed, see summary.json"
     if failed:
         line += " (outputs were written)"
-    return RegressionOutcome(current_value, previous, checked, line)
+    return RegressionOutcome(current_value, previous, checked, line, skipped)

@@ -35,15 +35,16 @@ def gate_lines(command: str, manifest: Dict[str, Any]) -> List[Line]:
         if not drop["gates"]:  # no earlier run to compare with: the gate passes, and says why
             lines.append((True, drop["message"]))
         key = next(iter(manifest.get("partition") or {"run_date": None}))
+        compared = f"{key} {drop['previous']} -> {drop['current']}{skipped_text(drop.get('skipped') or [], key)}"
         for g in drop["gates"]:
             verdict = "passed" if g["passed"] else "failed"
-            lines.append(
-                (
-                    g["passed"],
-                    f"regression gate {verdict}: {key} {drop['previous']} -> {drop['current']}, {describe_change(g)}",
-                )
-            )
+            lines.append((g["passed"], f"regression gate {verdict}: {compared}, {describe_change(g)}"))
     return lines
+
+
+def skipped_text(skipped: List[str], key: str) -> str:
+    """The runs the drop gate passed over because their tables are gone, as its lines say it."""
+    return f" ({', '.join(f'{key}={v}' for v in skipped)} skipped: its tables are missing)" if skipped else ""
 
 
 def limits(manifest: Dict[str, Any]) -> List[Tuple[str, float]]:
