@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ndcg_spark._columns import ARRAY_RANK, HAS_ATTRIBUTES, ITEM, ORDER, REL
+from ndcg_spark._compat import check_spark
 from ndcg_spark._sql import ident, string_literal
 from ndcg_spark.errors import InputDataError, input_check
 from ndcg_spark.options import EvaluationOptions
@@ -106,6 +107,7 @@ def check_schema(df: DataFrame, table: str, opts: EvaluationOptions) -> None:
 
 def check_tables(recs: DataFrame, rel: DataFrame, opts: EvaluationOptions) -> None:
     """:func:`check_schema` of both tables, and their user and item keys of one kind."""
+    check_spark(recs.sparkSession)
     check_schema(recs, "recommendations", opts)
     check_schema(rel, "relevance", opts)
     for name in (opts.user_col, opts.item_col):
