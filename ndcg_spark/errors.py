@@ -129,7 +129,12 @@ def refused_file(failures: List[Tuple[str, Dict[str, str]]], text: str = "") -> 
     by Spark's words, read by :func:`malformed_row` in ``text`` (the messages Spark gave).
     """
     found = {condition: parameters for condition, parameters in failures if condition}
-    paths = [p["path"] for c, p in found.items() if c.startswith("FAILED_READ_FILE") and "path" in p]
+    # FAILED_READ_FILE.* on Spark 4; Spark 3.5 names the file in a legacy condition's parameters.
+    paths = [
+        p["path"]
+        for c, p in sorted(found.items(), key=lambda f: not f[0].startswith("FAILED_READ_FILE"))
+        if "path" in p
+    ]
     record = found.get("MALFORMED_CSV_RECORD", {}).get("badRecord")
     if record is not None:
         return _bad_record(paths[0] if paths else None, record)

@@ -258,7 +258,11 @@ _CAUSES = (
     (r"is not a Parquet file", "it is not a Parquet file"),
     (r"CANNOT_READ_FILE_FOOTER|Malformed ORC file|not an ORC file", "it is not {format_name} file"),
     (r"UNABLE_TO_INFER_SCHEMA", "it is empty (no {format} data files)"),
-    (r"MALFORMED_RECORD_IN_PARSING", "it is not {format_name} file: {detail}"),
+    # Spark 3.5 words schema inference's failure without a condition.
+    (
+        r"MALFORMED_RECORD_IN_PARSING|Malformed records are detected in schema inference",
+        "it is not {format_name} file: {detail}",
+    ),
 )
 _FORMAT_NAMES = {"parquet": "a Parquet", "orc": "an ORC", "json": "a JSON lines", "csv": "a CSV", "trec": "a TREC"}
 
