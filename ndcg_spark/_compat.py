@@ -41,11 +41,11 @@ def version_tuple(version: str) -> Optional[Tuple[int, int]]:
     return (int(found.group(1)), int(found.group(2))) if found else None
 
 
-def unsupported(version: str, what: str = "PySpark") -> Optional[str]:
-    """One line saying that ``version`` of ``what`` is too old to run on, or None when it is not.
+def unsupported(version: str, found: str = "PySpark {} is installed") -> Optional[str]:
+    """One line saying that Spark ``version`` is too old to run on, or None when it is not.
 
-    A version that does not read as one (a vendor's build string) is let through: the features
-    are then what decides.
+    ``found`` words where the version was found. A version that does not read as one (a
+    vendor's build string) is let through: the features are then what decides.
 
     Examples
     --------
@@ -54,10 +54,10 @@ def unsupported(version: str, what: str = "PySpark") -> Optional[str]:
     >>> unsupported("3.5.0") is None and unsupported("4.3.0") is None
     True
     """
-    found = version_tuple(version)
-    if found is None or found >= OLDEST:
+    parsed = version_tuple(version)
+    if parsed is None or parsed >= OLDEST:
         return None
-    return f"{what} {version} is installed; ndcg-spark needs Spark {SUPPORTED}"
+    return f"{found.format(version)}; ndcg-spark needs Spark {SUPPORTED}"
 
 
 def check_spark(spark=None) -> None:
@@ -73,9 +73,7 @@ def check_spark(spark=None) -> None:
 
         problem = unsupported(pyspark.__version__)
     else:
-        problem = unsupported(spark.version, "the session runs Spark")
-        if problem:
-            problem = problem.replace(" is installed", "")
+        problem = unsupported(spark.version, "the session runs Spark {}")
     if problem:
         raise ConfigError(problem)
 
