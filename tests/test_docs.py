@@ -24,6 +24,7 @@ MODULES = [
     "ndcg_spark._stats",
     "ndcg_spark.job.gates",
     "ndcg_spark.job.tracking",
+    "ndcg_spark._compat",
 ]
 
 
