@@ -13,6 +13,9 @@ The differences the package meets:
   plain ``RuntimeException`` before: :mod:`ndcg_spark.errors` reads the message in both.
 * The ``FAILED_READ_FILE.*`` conditions (4.0) are Spark's words before: :mod:`ndcg_spark.errors`
   reads both.
+* ``array_distinct`` keeps both -0.0 and 0.0 on 3.5: the ordering keys are made 0.0 where they are
+  built (:mod:`ndcg_spark._inputs`, :mod:`ndcg_spark._scoring`), on every version (it cannot be
+  asked without running a query, and it changes nothing on 4.x).
 * ``Observation`` over Spark Connect (4.0): :func:`observes` says whether a DataFrame's rows can be
   counted on a pass it makes anyway; where not, :mod:`ndcg_spark._counts` counts them with a pass
   of their own.

@@ -151,10 +151,12 @@ def narrow(recs: DataFrame, rel: DataFrame, opts: EvaluationOptions) -> Tuple[Da
     The items are compared in one type (:func:`common_item_type`).
     """
     segments = [ident(c) for c in opts.group_by if c in recs.columns]
+    # + 0.0D makes a negative zero 0.0: Spark 3.5's array_distinct tells them apart (4.x does not),
+    # so a tie of -0.0 and 0.0 would go unseen there.
     if opts.rank_col:
-        order = f"CAST({ident(opts.rank_col)} AS DOUBLE)"
+        order = f"(CAST({ident(opts.rank_col)} AS DOUBLE) + 0.0D)"
     else:
-        order = f"-CAST({ident(opts.score_col)} AS DOUBLE)"
+        order = f"(-CAST({ident(opts.score_col)} AS DOUBLE) + 0.0D)"
     recs_item_type = recs.schema[opts.item_col].dataType
     rel_item_type = rel.schema[opts.item_col].dataType
     item_type = common_item_type(recs_item_type, rel_item_type, opts)

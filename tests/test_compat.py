@@ -133,3 +133,17 @@ def test_the_readme_figures_and_an_input_error_are_the_same_with_ansi_on_and_off
         "invalid input: relevance column 'relevance' is negative "
         '(set negative_relevance = "clip" to read it as 0), e.g. user_id=2/item_id=e'
     )
+
+
+@pytest.mark.parametrize("ties", ["average", "worst"])
+def test_scores_of_minus_zero_and_zero_are_one_tie(spark, ties):
+    rel = spark.createDataFrame([(1, "a", 1.0), (1, "b", 0.0)], REL)
+
+    def per_user(scores):
+        recs = spark.createDataFrame([(1, "a", scores[0]), (1, "b", scores[1])], RECS)
+        return evaluate(recs, rel, k=[1], ties=ties).per_user
+
+    # Spark 3.5's array_distinct keeps -0.0 and 0.0 apart; the tie must be seen all the same.
+    tied = per_user((0.0, 0.0))
+    assert tied.first().ndcg == (0.5 if ties == "average" else 0.0)
+    assert_approx_df_equality(per_user((-0.0, 0.0)), tied, precision=1e-12, ignore_nullable=True)
