@@ -1,4 +1,8 @@
-"""Row counts that ride on a pass the evaluation makes anyway (an ``Observation``), not a pass of their own."""
+"""Row counts that ride on a pass the evaluation makes anyway (an ``Observation``), not a pass of their own.
+
+Where a session cannot observe (Spark Connect on Spark 3.5, :func:`ndcg_spark._compat.observes`),
+the count is a pass of its own: the same figure, one more read of the table.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,8 @@ from typing import Optional, Tuple
 
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
+
+from ndcg_spark._compat import observes
 
 
 @dataclass(frozen=True)
@@ -22,6 +28,8 @@ class RowCount:
         Spark drops an empty relation from the plan with the observation on it, which then
         reports nothing: only then is the frame counted by a pass of its own (it is empty).
         """
+        if not observes(self.frame):
+            return self.frame.count()
         try:
             return int(self.observation.get["rows"])
         except Exception:  # noqa: BLE001 - no metrics reported (classic: an assertion; Connect: no key)
@@ -37,4 +45,6 @@ def counted(df: DataFrame, count: Optional[RowCount] = None) -> Tuple[DataFrame,
     ``count``, when given, is the (not yet attached) observation to use.
     """
     observation = count.observation if count is not None else Observation()
+    if not observes(df):
+        return df, RowCount(df, observation)
     return df.observe(observation, F.count(F.lit(1)).alias("rows")), RowCount(df, observation)

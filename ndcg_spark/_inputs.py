@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ndcg_spark._columns import ARRAY_RANK, HAS_ATTRIBUTES, ITEM, ORDER, REL
+from ndcg_spark._compat import check_spark
 from ndcg_spark._sql import ident, string_literal
 from ndcg_spark.errors import InputDataError, input_check
 from ndcg_spark.options import EvaluationOptions
@@ -125,6 +126,7 @@ def check_schema(df: DataFrame, table: str, opts: EvaluationOptions) -> None:
 
 def check_tables(recs: DataFrame, rel: DataFrame, opts: EvaluationOptions) -> None:
     """:func:`check_schema` of both tables, and their user and item keys of one kind."""
+    check_spark(recs.sparkSession)
     check_schema(recs, "recommendations", opts)
     check_schema(rel, "relevance", opts)
     for name in (opts.user_col, opts.item_col):
@@ -168,10 +170,12 @@ def narrow(recs: DataFrame, rel: DataFrame, opts: EvaluationOptions) -> Tuple[Da
     The items are compared in one type (:func:`common_item_type`).
     """
     segments = [ident(c) for c in opts.group_by if c in recs.columns]
+    # + 0.0D makes a negative zero 0.0: Spark 3.5's array_distinct tells them apart (4.x does not),
+    # so a tie of -0.0 and 0.0 would go unseen there.
     if opts.rank_col:
-        order = f"CAST({ident(opts.rank_col)} AS DOUBLE)"
+        order = f"(CAST({ident(opts.rank_col)} AS DOUBLE) + 0.0D)"
     else:
-        order = f"-CAST({ident(opts.score_col)} AS DOUBLE)"
+        order = f"(-CAST({ident(opts.score_col)} AS DOUBLE) + 0.0D)"
     recs_item_type = recs.schema[opts.item_col].dataType
     rel_item_type = rel.schema[opts.item_col].dataType
     item_type = common_item_type(recs_item_type, rel_item_type, opts)

@@ -228,7 +228,9 @@ def _per_tied_run(gains: str, orders: str, run: str) -> str:
     ends = f"concat(slice({starts}, 2, {n}), array({n} + 1))"
     runs = f"zip_with({starts}, {ends}, (t_s, t_e) -> named_struct('s', t_s, 'l', t_e - t_s))"
     replaced = f"flatten(transform({runs}, t_r -> {run}))"
-    return f"(CASE WHEN {has_repeats(orders)} THEN {replaced} ELSE {gains} END)"
+    # -0.0 and 0.0 are one key to <> but two to Spark 3.5's array_distinct: + 0.0D makes them one.
+    tied = has_repeats(f"transform({orders}, t_o -> t_o + 0.0D)")
+    return f"(CASE WHEN {tied} THEN {replaced} ELSE {gains} END)"
 
 
 def hits_of(opts: EvaluationOptions) -> str:

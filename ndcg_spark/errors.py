@@ -2,7 +2,8 @@
 
 * Into Spark: :func:`input_check` is the SQL filter that stops a computation on a bad row with
   an input error (``raise_error``, whose exception carries Spark's ``USER_RAISED_EXCEPTION``
-  condition and the message as its ``errorMessage`` parameter).
+  condition and the message as its ``errorMessage`` parameter on Spark 4, and is a plain
+  ``RuntimeException`` with the message on Spark 3.5).
 * Out of Spark: :func:`as_error` turns any exception (classic ``pyspark.errors``, Spark
   Connect's, a raw Py4J error) into one of these errors, by the error conditions and message
   parameters Spark attaches, and :func:`first_line` gives any exception as one line.
@@ -14,6 +15,8 @@ from __future__ import annotations
 
 import re
 from typing import Dict, Iterator, List, Optional, Tuple
+
+from ndcg_spark._compat import error_condition
 
 #: Exit codes of the ``ndcg-spark`` command and ``jobs/evaluate_ndcg.py``.
 EXIT_OK = 0
@@ -106,7 +109,12 @@ def as_error(exc: BaseException) -> NdcgError:
         text = parameters.get("errorMessage", "") if condition == USER_RAISED else ""
         if text.startswith(f"{INPUT_ERROR_TAG}: "):
             return RowCheckFailed("invalid input: " + _one_line(text[len(INPUT_ERROR_TAG) + 2 :]))
-    refused = refused_file(failures, _text(exc))
+    text = _text(exc)
+    # Spark 3.5's raise_error has no condition: its RuntimeException's message is the text itself.
+    raised = re.search(rf"(?m)(?:^|java\.lang\.RuntimeException: ){INPUT_ERROR_TAG}: (.*)$", text)
+    if raised:
+        return RowCheckFailed("invalid input: " + raised.group(1).strip())
+    refused = refused_file(failures, text)
     if refused:
         return InputDataError("invalid input: " + refused)
     return NdcgError(f"{type(exc).__name__}: {first_line(exc)}")
@@ -121,7 +129,12 @@ def refused_file(failures: List[Tuple[str, Dict[str, str]]], text: str = "") -> 
     by Spark's words, read by :func:`malformed_row` in ``text`` (the messages Spark gave).
     """
     found = {condition: parameters for condition, parameters in failures if condition}
-    paths = [p["path"] for c, p in found.items() if c.startswith("FAILED_READ_FILE") and "path" in p]
+    # FAILED_READ_FILE.* on Spark 4; Spark 3.5 names the file in a legacy condition's parameters.
+    paths = [
+        p["path"]
+        for c, p in sorted(found.items(), key=lambda f: not f[0].startswith("FAILED_READ_FILE"))
+        if "path" in p
+    ]
     record = found.get("MALFORMED_CSV_RECORD", {}).get("badRecord")
     if record is not None:
         return _bad_record(paths[0] if paths else None, record)
@@ -129,7 +142,34 @@ def refused_file(failures: List[Tuple[str, Dict[str, str]]], text: str = "") -> 
     if {"path", "column", "expectedType", "actualType"} <= set(parquet):
         column = parquet["column"].strip("[]")
         return _type_mismatch(parquet["path"], column, parquet["expectedType"], parquet["actualType"])
-    return malformed_row(text)
+    return malformed_row(text) or unreadable_parquet(paths, text)
+
+
+#: The Parquet reader's words for a file cut short, damaged, or not Parquet at all (Spark 3.5 and 4.x).
+_NOT_PARQUET = (
+    r"is not a Parquet file|Expected magic number|corrupted file: the footer|"
+    r"can not read class org\.apache\.parquet|ParquetDecodingException"
+)
+
+
+def unreadable_parquet(paths: List[str], text: str) -> Optional[str]:
+    """A one-line message for a Parquet file that cannot be read (truncated, damaged, not Parquet), or None.
+
+    Spark 4 names the file in a ``FAILED_READ_FILE`` condition (``paths``); Spark 3.5 only in the
+    reader's words, which for a damaged footer do not name it. Any other failure to read a file
+    (storage unreachable, permissions) is not the input's fault and stays a failure (exit code 1).
+    """
+    if not re.search(_NOT_PARQUET, text):
+        return None
+    named = re.search(r"(\S+) is not a Parquet file|while reading file (\S+?)\.?(?:\s|$)", text)
+    file = paths[0] if paths else next((g for g in named.groups() if g), None) if named else None
+    where = _as_uri(file) if file else "a file of the input (Spark did not name it)"
+    return f"{where} cannot be read as Parquet: it is truncated, damaged or not a Parquet file"
+
+
+def _as_uri(path: str) -> str:
+    """A local path as Spark 4 writes it in messages (``file:///x``; Hadoop's own words have ``file:/x``)."""
+    return re.sub(r"^file:/(?!/)", "file:///", path)
 
 
 def malformed_row(text: str) -> Optional[str]:
@@ -224,7 +264,7 @@ def _spark_failures(exc: BaseException) -> Iterator[Tuple[Optional[str], Dict[st
     """
     for source in (exc, *_java_causes(exc)):
         try:
-            condition = source.getCondition()
+            condition = error_condition(source)
             parameters = source.getMessageParameters()
         except Exception:  # noqa: BLE001 - no error condition (not a SparkThrowable)
             continue
@@ -250,7 +290,7 @@ def _spark_condition_message(java_exception) -> Optional[str]:
     seen = 0
     while java_exception is not None and seen < 20:
         try:
-            if java_exception.getCondition() is not None:
+            if error_condition(java_exception) is not None:
                 return str(java_exception.getMessage())
         except Exception:  # noqa: BLE001 - not a SparkThrowable
             pass

@@ -22,6 +22,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ndcg_spark._compat import parse_ddl
 from ndcg_spark._sql import ident, string_literal
 from ndcg_spark.errors import QUOTED, ConfigError, InputDataError, first_line, input_check
 from ndcg_spark.options import EvaluationOptions
@@ -103,7 +104,7 @@ def read_table(
     if format == "trec" and role == "user_attributes":
         raise ConfigError("the trec format reads a run (recommendations) or qrels (relevance), not user attributes")
     label = label or role.replace("_", " ")
-    types = parse_schema(schema, label)
+    types = parse_schema(schema, label, spark)
     is_path = "/" in source or "://" in source or os.path.exists(source)
     where = format if is_path else "a table"
     try:
@@ -135,14 +136,16 @@ def numeric_columns(role: str, opts: EvaluationOptions) -> List[str]:
     return [opts.relevance_col] if role == "relevance" else []
 
 
-def parse_schema(schema: Optional[str], label: str) -> Dict[str, T.DataType]:
-    """``{column: type}`` from a DDL schema such as ``"user_id string, score double"``."""
+def parse_schema(schema: Optional[str], label: str, spark=None) -> Dict[str, T.DataType]:
+    """``{column: type}`` from a DDL schema such as ``"user_id string, score double"``, parsed by ``spark``'s Spark."""
     if schema is None or not str(schema).strip():
         return {}
     try:
-        parsed = T.DataType.fromDDL(str(schema))
+        parsed = parse_ddl(str(schema), spark)
     except Exception as exc:
-        raise ConfigError(f"{label} schema {schema!r} does not parse: {first_line(exc)}") from None
+        # Spark 3.5 ends the line with the position, which Spark 4 gives on lines of its own.
+        reason = re.sub(r"\s*\(line \d+, pos \d+\)$", "", first_line(exc))
+        raise ConfigError(f"{label} schema {schema!r} does not parse: {reason}") from None
     if not isinstance(parsed, T.StructType):
         raise ConfigError(f"{label} schema {schema!r} must name columns, e.g. 'user_id string, score double'")
     return {f.name: f.dataType for f in parsed.fields}
@@ -255,7 +258,11 @@ _CAUSES = (
     (r"is not a Parquet file", "it is not a Parquet file"),
     (r"CANNOT_READ_FILE_FOOTER|Malformed ORC file|not an ORC file", "it is not {format_name} file"),
     (r"UNABLE_TO_INFER_SCHEMA", "it is empty (no {format} data files)"),
-    (r"MALFORMED_RECORD_IN_PARSING", "it is not {format_name} file: {detail}"),
+    # Spark 3.5 words schema inference's failure without a condition.
+    (
+        r"MALFORMED_RECORD_IN_PARSING|Malformed records are detected in schema inference",
+        "it is not {format_name} file: {detail}",
+    ),
 )
 _FORMAT_NAMES = {"parquet": "a Parquet", "orc": "an ORC", "json": "a JSON lines", "csv": "a CSV", "trec": "a TREC"}
 

@@ -29,6 +29,13 @@ SPARK_HOME = Path(pyspark.__file__).resolve().parent
 SPARK_CLASS = SPARK_HOME / "bin" / "spark-class"
 SPARK_SUBMIT = SPARK_HOME / "bin" / "spark-submit"
 LOCALHOST = "127.0.0.1"
+#: Why the Connect server cannot start from this pip package, or None: PySpark 3.5's has no server
+#: (its jar comes from Maven, which the tests do not reach).
+NO_CONNECT_SERVER = (
+    None
+    if (SPARK_HOME / "sbin" / "start-connect-server.sh").exists() and any(SPARK_HOME.glob("jars/spark-connect_*.jar"))
+    else f"the pip package of PySpark {pyspark.__version__} has no Spark Connect server (it comes from Maven)"
+)
 
 #: Generous: another heavy process (a benchmark) may share the two cores.
 START_TIMEOUT = 180

@@ -124,6 +124,8 @@ def stack(tmp_path_factory):
     """Everything at once, so that JVM start-ups and jobs overlap: the Connect server and a
     local[1] run start, the cluster comes up, and the clean cluster run is submitted at once
     (the in-process reference is computed while it runs)."""
+    if C.NO_CONNECT_SERVER:
+        pytest.skip(C.NO_CONNECT_SERVER)
     base = tmp_path_factory.mktemp("cluster")
     python = C.isolated_python(base / "venv")
     pyfiles = C.build_pyfiles(base / "dist" / "ndcg_spark.zip")

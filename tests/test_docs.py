@@ -30,6 +30,7 @@ MODULES = [
     "ndcg_spark.job.gates",
     "ndcg_spark.job.verdict",
     "ndcg_spark.job.tracking",
+    "ndcg_spark._compat",
 ]
 
 

@@ -18,6 +18,7 @@ import traceback
 import warnings
 from typing import Optional, Sequence, Tuple
 
+from ndcg_spark._compat import check_spark
 from ndcg_spark.errors import EXIT_FAILURE, EXIT_OK, QualityGateFailed, as_error
 from ndcg_spark.job import console, history, interrupts, pipeline, tracking, verdict
 from ndcg_spark.job.config import parse_config
@@ -188,7 +189,18 @@ def classify_error(exc: BaseException) -> Tuple[int, str]:
 
 
 def spark_session(config):
-    """Join the session spark-submit started, or start a local one with quiet logs."""
+    """Join the session spark-submit started, or start a local one with quiet logs.
+
+    A Spark older than the package supports stops here, before and after the session starts
+    (a Spark Connect server may be older than its client): one line, exit code 2.
+    """
+    check_spark()
+    session = _start_session(config)
+    check_spark(session)
+    return session
+
+
+def _start_session(config):
     from pyspark.sql import SparkSession
 
     if config.remote:
