@@ -121,7 +121,10 @@ def read_table(
     except (ConfigError, InputDataError):
         raise
     except Exception as exc:  # AnalysisException, Py4JJavaError: missing, unreadable, wrong format
-        raise InputDataError(f"cannot read {label} {source!r} as {where}: {read_failure(exc, format)}") from exc
+        cause = read_failure(exc, format)
+        raise InputDataError(
+            f"cannot read {label} {source!r} as {where}: {cause}{_hint(source, format, is_path, cause, role)}"
+        ) from exc
     if not columns:
         raise InputDataError(f"cannot read {label} {source!r} as {where}: it is empty")
     text = is_path and format in ("csv", "json")
@@ -265,6 +268,28 @@ _CAUSES = (
     ),
 )
 _FORMAT_NAMES = {"parquet": "a Parquet", "orc": "an ORC", "json": "a JSON lines", "csv": "a CSV", "trec": "a TREC"}
+
+
+#: File name endings that name a format.
+_ENDINGS = {".csv": "csv", ".json": "json", ".jsonl": "json", ".parquet": "parquet", ".orc": "orc"}
+
+
+def _hint(source: str, format: str, is_path: bool, cause: str, role: str) -> str:
+    """What a newcomer's mistake behind a failed read most likely was, or "".
+
+    Examples
+    --------
+    >>> _hint("recs.csv", "parquet", True, "it is not a Parquet file", "recommendations")
+    '; its name ends in .csv: read it with format = "csv" (recommendations_format = "csv" in the job)'
+    >>> _hint("recs.csv", "parquet", False, "it does not exist", "recommendations")
+    "; a name without a '/' is taken for a catalog table: write './recs.csv' for a file"
+    """
+    named = _ENDINGS.get(os.path.splitext(source.rstrip("/"))[1].lower())
+    if not is_path and named and cause == "it does not exist":  # db.recs stays a table's name
+        return f"; a name without a '/' is taken for a catalog table: write './{source}' for a file"
+    if is_path and named and named != format and cause.startswith("it is not"):
+        return f'; its name ends in {os.path.splitext(source.rstrip("/"))[1]}: read it with format = "{named}" ({role}_format = "{named}" in the job)'
+    return ""
 
 
 def read_failure(exc: BaseException, format: str) -> str:

@@ -227,6 +227,17 @@ def test_job_mixed_parquet_and_csv_with_a_schema_in_the_config(spark, tmp_path):
     assert manifest["metrics"][1]["mean_ndcg"] == pytest.approx(_mean(lists, judged, 2), abs=1e-12)
 
 
+def test_a_missing_file_named_without_a_slash_is_said_to_be_taken_for_a_table(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # recs.csv would be a file here, if it existed
+    _write(tmp_path / "rel.csv", REL_CSV)
+    argv = ["--recommendations", "recs.csv", "--relevance", "./rel.csv", "--format", "csv", "--output", "out"]
+    assert run(argv) == EXIT_INPUT
+    assert _err_lines(capsys) == [
+        "ndcg-spark: error: cannot read recommendations 'recs.csv' as a table: it does not exist; a name without "
+        "a '/' is taken for a catalog table: write './recs.csv' for a file"
+    ]
+
+
 @pytest.mark.parametrize(
     "files, flags, code, words",
     [
@@ -337,7 +348,10 @@ def test_fresh_process_read_error_is_one_line(tmp_path):
     csv = _write(tmp_path / "recs.csv", RECS_CSV)
     code, err = _fresh(tmp_path, "--recommendations", csv, "--relevance", csv, "--output", str(tmp_path / "o"))
     assert code == EXIT_INPUT
-    assert err == [f"ndcg-spark: error: cannot read recommendations {csv!r} as parquet: it is not a Parquet file"]
+    assert err == [
+        f"ndcg-spark: error: cannot read recommendations {csv!r} as parquet: it is not a Parquet file; its name "
+        'ends in .csv: read it with format = "csv" (recommendations_format = "csv" in the job)'
+    ]
 
 
 @pytest.mark.process
