@@ -23,7 +23,7 @@ from ndcg_spark._counts import RowCount, counted
 from ndcg_spark._sql import ident
 from ndcg_spark._stats import CORRECTIONS, adjust_p_values, paired_t_test
 from ndcg_spark._summary import excluded, join_null_safe
-from ndcg_spark.errors import ConfigError, InputDataError
+from ndcg_spark.errors import ConfigError, InputDataError, input_errors
 from ndcg_spark.evaluation import EvaluationResult, evaluate, evaluate_rows
 from ndcg_spark.options import EvaluationOptions, resolve
 
@@ -53,7 +53,9 @@ class ComparisonResult:
         """The summary rows as dicts, with the 95% interval of the mean difference, the t
         statistic and the two-sided p-value of the paired t-test."""
         rows = []
-        for row in self.summary.collect():
+        with input_errors():
+            collected = self.summary.collect()
+        for row in collected:
             record = row.asDict()
             record.update(paired_t_test(record["pairs"], record["mean_difference"], record["std_difference"]))
             rows.append(record)
@@ -257,7 +259,8 @@ class ModelComparison:
         """
         keys = (*self.options.group_by, "k")
         summaries = [r.summary.withColumn("__pair", F.lit(i)) for i, r in enumerate(self.results)]
-        collected = _with_pair_names(self.pairs, summaries).collect()
+        with input_errors():
+            collected = _with_pair_names(self.pairs, summaries).collect()
         # The order of the summary (segments, then k, nulls last) within each pair, pairs in order.
         collected.sort(key=lambda row: (row["__pair"], *[(row[c] is None, row[c]) for c in keys]))
         rows = []

@@ -14,6 +14,7 @@ The job prints ``str(error)`` as one line on stderr and exits with ``error.exit_
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
 from typing import Dict, Iterator, List, Optional, Tuple
 
 from ndcg_spark._compat import error_condition
@@ -118,6 +119,37 @@ def as_error(exc: BaseException) -> NdcgError:
     if refused:
         return InputDataError("invalid input: " + refused)
     return NdcgError(f"{type(exc).__name__}: {first_line(exc)}")
+
+
+@contextmanager
+def input_errors() -> Iterator[None]:
+    """Inside: bad input that Spark meets while computing (a row that fails a check, a file it
+    cannot read) is raised as :class:`RowCheckFailed` or :class:`InputDataError`, with the job's
+    one line and Spark's exception as its cause; any other exception as it was.
+
+    The library's own actions run inside it (``validate``, ``compare``'s report, the row
+    accounting, ``NdcgEvaluator``); wrap your own actions on its results the same way.
+
+    Examples
+    --------
+    >>> from ndcg_spark import evaluate
+    >>> recs = spark.createDataFrame([(1, "a", 0.9)], "user_id int, item_id string, score double")
+    >>> rel = spark.createDataFrame([(1, "a", -1.0)], "user_id int, item_id string, relevance double")
+    >>> with input_errors():
+    ...     evaluate(recs, rel).summary.collect()
+    Traceback (most recent call last):
+    ...
+    ndcg_spark.errors.RowCheckFailed: invalid input: relevance column 'relevance' is negative ...
+    """
+    try:
+        yield
+    except NdcgError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - read back by its condition, re-raised when not input
+        error = as_error(exc)
+        if isinstance(error, InputDataError):
+            raise error from exc
+        raise
 
 
 def refused_file(failures: List[Tuple[str, Dict[str, str]]], text: str = "") -> Optional[str]:

@@ -38,6 +38,7 @@ from ndcg_spark._columns import EXCLUDED, FIGURES, HAS_JUDGEMENTS, SEGMENT, both
 from ndcg_spark._counts import RowCount
 from ndcg_spark._metrics import COMPANIONS
 from ndcg_spark._sql import ident, string_literal
+from ndcg_spark.errors import input_errors
 from ndcg_spark.options import EvaluationOptions, resolve
 
 
@@ -108,7 +109,8 @@ class EvaluationResult:
         on the first action that computed the lists, this one if none did) less the rows the
         lists hold. The job checks that the rows read add up to these and the rows set aside.
         """
-        sums = _summary.accounting(self._scored, self.options).first().asDict()
+        with input_errors():
+            sums = _summary.accounting(self._scored, self.options).first().asDict()
         sums["recommendations_beyond_k"] = self.ranked_rows.rows() - sums.pop("recommendations_listed")
         return sums
 

@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ndcg_spark._sql import ident
-from ndcg_spark.errors import InputDataError
+from ndcg_spark.errors import InputDataError, input_errors
 from ndcg_spark.evaluation import evaluate
 from ndcg_spark.options import EvaluationOptions
 
@@ -199,7 +199,8 @@ class NdcgEvaluator(Evaluator, HasLabelCol, HasPredictionCol, DefaultParamsReada
             # One frame holds both tables: the ranking reads (user, item, prediction), the
             # judgements (user, item, label).
             result = evaluate(dataset, dataset, opts)
-        row = result.summary.select("users", "mean_ndcg").first()
+        with input_errors():
+            row = result.summary.select("users", "mean_ndcg").first()
         if row is None or not row["users"]:
             raise InputDataError("NdcgEvaluator: no user to score (the frame is empty, or every user is excluded)")
         return float(row["mean_ndcg"])

@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 
 from ndcg_spark import _inputs, _rules
 from ndcg_spark._sql import ident
-from ndcg_spark.errors import InputDataError
+from ndcg_spark.errors import InputDataError, input_errors
 from ndcg_spark.options import EvaluationOptions, resolve
 
 
@@ -48,7 +48,8 @@ def _report(df: DataFrame, table: str, opts: EvaluationOptions) -> TableReport:
     aggregates = [F.count(F.lit(1)).alias("__rows")] + [
         F.sum(F.col(rule.name).cast("long")).alias(rule.name) for rule in rules
     ]
-    row = flagged.agg(*aggregates).first()
+    with input_errors():  # a file Spark cannot read is bad input too
+        row = flagged.agg(*aggregates).first()
     report = TableReport(table=table, rows=int(row["__rows"]))
     for rule in rules:
         n = int(row[rule.name] or 0)

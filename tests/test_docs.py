@@ -15,6 +15,7 @@ MODULES = [
     "ndcg_spark.options",
     "ndcg_spark.evaluation",
     "ndcg_spark.validation",
+    "ndcg_spark.errors",
     "ndcg_spark.compare",
     "ndcg_spark._scoring",
     "ndcg_spark._inputs",

@@ -10,8 +10,8 @@ from chispa import assert_df_equality
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 
-from ndcg_spark import InputDataError, evaluate
-from ndcg_spark.errors import EXIT_CONFIG, EXIT_INPUT, EXIT_OK
+from ndcg_spark import InputDataError, compare, evaluate
+from ndcg_spark.errors import EXIT_CONFIG, EXIT_INPUT, EXIT_OK, input_errors
 from ndcg_spark.job import run
 from ndcg_spark.validation import validate
 
@@ -512,3 +512,20 @@ def test_rows_lost_inside_the_evaluation_fail_the_accounting(spark, tmp_path, ca
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"row accounting of {lost} does not add up" in err[0]
     assert not (out / "summary.json").exists()
+
+
+def test_a_bad_row_met_by_the_library_or_the_callers_action_is_an_input_data_error(spark, tmp_path, capsys):
+    # A negative grade found while Spark computes: the caller's own action inside input_errors(),
+    # and the library's own actions (compare's report), raise InputDataError with the job's line.
+    recs, rel = _tables(spark, rel_rows=GOOD_REL + [(2, "d", -1.0)])
+    with pytest.raises(InputDataError) as mine:
+        with input_errors():
+            evaluate(recs, rel, k=[2]).summary.collect()
+    with pytest.raises(InputDataError) as library:
+        compare(recs, recs, rel, k=[2]).report()
+    code, _ = _run_cli(spark, tmp_path, recs, rel)
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert code == EXIT_INPUT
+    words = "relevance column 'relevance' is negative (set negative_relevance = \"clip\" to read it as 0)"
+    assert words in str(mine.value) and words in str(library.value) and words in line
+    assert "\n" not in str(mine.value) and isinstance(mine.value.__cause__, Exception)
