@@ -121,6 +121,35 @@ def browser(test):
     )
 
 
+def layout_at(page: str, folder, width: int = 1280, height: int = 800) -> dict:
+    """Render ``page`` in headless Chromium in a ``width`` x ``height`` window: the page's own
+    width (``scroll_width``: past ``width``, something runs off the right edge) and the bottom of
+    the verdict box (``verdict_bottom``: within ``height``, it is on the first screen)."""
+    import json
+    import re
+    import subprocess
+
+    probe = """<script>
+    const v = document.getElementById("verdict");
+    document.body.setAttribute("data-layout", JSON.stringify({
+      scroll_width: document.documentElement.scrollWidth,
+      verdict_bottom: v ? v.getBoundingClientRect().bottom : null}));
+    </script></body>"""
+    path = folder / "layout.html"
+    path.write_text(page.replace("</body>", probe))
+    dom = subprocess.run(
+        ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync",
+         "--disable-background-networking", "--disable-component-update", f"--user-data-dir={folder / 'c'}",
+         f"--window-size={width},{height}", "--dump-dom", path.as_uri()],
+        capture_output=True, text=True, timeout=120,
+    ).stdout  # fmt: skip
+    found = re.search(r'data-layout="([^"]*)"', dom)
+    assert found, dom[:2000]
+    import html
+
+    return json.loads(html.unescape(found.group(1)))
+
+
 def texts_outside_svgs(page: str, folder, count: str):
     """Render ``page`` in headless Chromium: (the texts drawn outside their SVG's width, the
     number of elements matching the CSS selector ``count``)."""

@@ -14,7 +14,7 @@ from ndcg_spark._report_compare import render_comparison
 from ndcg_spark.errors import ConfigError
 from ndcg_spark.job.gates import ChangeGate, margins_by_k, non_inferiority, parse_worse_gates
 from ndcg_spark.job.verdict import worse_failure
-from tests.helpers import frames, random_graded
+from tests.helpers import browser, frames, layout_at, random_graded
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -154,3 +154,19 @@ def test_compare_report_draws_each_margin_on_its_k(spark):
     # Without margins the page is as before.
     assert render_comparison(rows, ["segment"]) == render_comparison(rows, ["segment"], margins={})
     assert 'class="margin"' not in render_comparison(rows, ["segment"])
+
+
+@browser
+def test_a_failed_compare_page_says_so_on_its_first_screen_and_fits_1280_pixels(tmp_path):
+    # Three long-named candidates in two segments: the widest pairs table the page draws.
+    rows = [
+        dict(row(-0.02 * i, low=-0.02 * i - 0.005), baseline_model="als-baseline-2026-11-20",
+             candidate_model=f"two-tower-retrieval-candidate-{i}", segment=s, p_value=9e-17, p_value_adjusted=2.7e-16,
+             t_statistic=-9.5, wins=100, ties=300, losses=211, mean_ndcg_baseline=0.3, mean_ndcg_candidate=0.28)
+        for i in range(3)
+        for s in ("kr", "us")
+    ]  # fmt: skip
+    verdict = [(False, "non-inferiority gate failed: two-tower-retrieval-candidate-2 vs als-baseline is worse")]
+    page = render_comparison(rows, ["segment"], margins={10: [0.01]}, verdict=verdict)
+    layout = layout_at(page, tmp_path)
+    assert layout["scroll_width"] <= 1280 and 0 < layout["verdict_bottom"] <= 800, layout

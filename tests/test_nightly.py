@@ -17,7 +17,7 @@ import pytest
 
 from ndcg_spark.errors import EXIT_OK, EXIT_QUALITY_GATE
 from ndcg_spark.job import cli, history, run
-from tests.helpers import frames, random_graded
+from tests.helpers import browser, frames, layout_at, random_graded
 
 NIGHTS = ("2026-11-20", "2026-11-21", "2026-11-22")
 SVG = "{http://www.w3.org/2000/svg}"
@@ -157,3 +157,10 @@ def test_the_three_nights_are_in_mlflow(three_nights, tmp_path):
         # The artifacts are the files as published.
         local = client.download_artifacts(r.info.run_id, "summary.json", str(tmp_path / date))
         assert json.loads(open(local).read()) == published
+
+
+@browser
+def test_the_failed_nights_page_says_so_on_its_first_screen_and_fits_1280_pixels(three_nights, tmp_path):
+    page = open(f"{three_nights['out']}/_manifests/run_date={NIGHTS[2]}/report.html").read()
+    layout = layout_at(page, tmp_path)
+    assert layout["scroll_width"] <= 1280 and 0 < layout["verdict_bottom"] <= 800, layout
