@@ -112,6 +112,23 @@ def _cancelling(signum: int) -> None:
     os._exit(exit_code(signum))
 
 
+def tasks_ended(longest: float = 10.0) -> None:
+    """Wait, at most ``longest`` seconds, until no task of the cancelled jobs runs: a killed task
+    goes on until it looks, and one still writing would make a folder deleted under it anew."""
+    spark = _spark
+    if spark is None or _is_connect(spark):
+        return
+    deadline = time.time() + longest
+    while time.time() < deadline:
+        try:
+            infos = spark._jsc.sc().statusTracker().getExecutorInfos()
+            if sum(info.numRunningTasks() for info in infos) == 0:
+                return
+        except Exception:  # noqa: BLE001 - a session stopping: no task left to wait for
+            return
+        time.sleep(0.2)
+
+
 def _is_connect(spark: Any) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 

@@ -30,11 +30,13 @@ from __future__ import annotations
 
 import datetime
 import json
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from ndcg_spark.errors import ConfigError
+from ndcg_spark.job import interrupts
 from ndcg_spark.job.config import Partition
 from ndcg_spark.job.storage import Files, shown, strict_json
 
@@ -315,9 +317,24 @@ class Staging:
         left to the next run to finish), and the place's staging folder once empty."""
         files = self.place.files
         if not files.exists(f"{self.folder}/publish.json"):
+            if interrupts.received() is not None:
+                interrupts.tasks_ended()  # a cancelled task still writing would remake the folder
             files.delete(self.folder)
+            if interrupts.received() is not None:
+                _settle(files, self.folder)
         if not files.list(self.place.staging_root):
             files.delete(self.place.staging_root)
+
+
+def _settle(files: Files, folder: str, quiet: float = 1.0, longest: float = 10.0) -> None:
+    """Delete ``folder`` again while it comes back: the tasks of a job cancelled by a signal end
+    on their own time, and one still writing makes its files anew after the first delete."""
+    deadline, quiet_since = time.time() + longest, time.time()
+    while time.time() < deadline and time.time() - quiet_since < quiet:
+        time.sleep(0.2)
+        if files.exists(folder):
+            files.delete(folder)
+            quiet_since = time.time()
 
 
 def tidy(place: Place, made_output: bool) -> None:
