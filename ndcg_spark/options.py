@@ -40,6 +40,10 @@ WHOLE_LIST = "all"
 
 Cutoff = Optional[int]
 
+#: The largest cutoff: Spark's ranks are 32-bit integers, so a larger k would fail at the end
+#: of the evaluation rather than at once.
+MAX_K = 2**31 - 1
+
 
 def k_label(k: Cutoff) -> str:
     """A cutoff as users write it: ``"10"``, or ``"all"`` for the whole list (``None``).
@@ -50,6 +54,38 @@ def k_label(k: Cutoff) -> str:
     ('10', 'all')
     """
     return WHOLE_LIST if k is None else str(k)
+
+
+def parse_cutoff(value: Any) -> Cutoff:
+    """One cutoff as written anywhere (``EvaluationOptions(k=...)``, a config, a flag, a gate):
+    a positive integer, or the whole list (``None``, ``"all"``); digits as text count as the integer.
+
+    Raises
+    ------
+    ConfigError
+        One line naming the value.
+
+    Examples
+    --------
+    >>> parse_cutoff(10), parse_cutoff("5"), parse_cutoff("all"), parse_cutoff(None)
+    (10, 5, None, None)
+    >>> parse_cutoff("+5")
+    Traceback (most recent call last):
+    ...
+    ndcg_spark.errors.ConfigError: k must hold positive integers or 'all' (None: the whole list), got '+5'
+    """
+    if value is None:
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        if text.lower() == WHOLE_LIST:
+            return None
+        value = int(text) if text.isascii() and text.isdigit() else value
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"k must hold positive integers or '{WHOLE_LIST}' (None: the whole list), got {value!r}")
+    if value > MAX_K:
+        raise ConfigError(f"k = {value} is larger than {MAX_K}, the largest k Spark can rank to; use '{WHOLE_LIST}'")
+    return value
 
 
 def _opt(default: Any, help: str, choices: Optional[Tuple[str, ...]] = None) -> Any:
@@ -354,10 +390,7 @@ def _gain_map(value: Any) -> Tuple[Tuple[float, float], ...]:
 
 def _cutoffs(value: Any) -> Tuple[Cutoff, ...]:
     """A sorted tuple of positive ints without repeats, ``None`` (the whole list) last."""
-    items = list(value) if isinstance(value, (list, tuple)) else [value]
-    for item in items:
-        if item is not None and (isinstance(item, bool) or not isinstance(item, int) or item < 1):
-            raise ConfigError(f"k must hold positive integers or None (the whole list), got {item!r}")
+    items = [parse_cutoff(item) for item in (list(value) if isinstance(value, (list, tuple)) else [value])]
     if not items:
         raise ConfigError("k is empty")
     finite = sorted({i for i in items if i is not None})

@@ -910,7 +910,7 @@ def _connect_job_main(argv: List[str]) -> int:
         from ndcg_spark.job import main, parse_config
 
         config, _ = parse_config(argv)
-        manifest = main(spark, config)
+        manifest = main(spark, config).to_json()
         print(
             json.dumps(
                 {"ok": True, "remote": remote, "spark_version": manifest["spark_version"], "manifest": manifest},

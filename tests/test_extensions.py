@@ -173,6 +173,7 @@ def test_each_companion_metric_is_averaged_and_shown_everywhere(spark):
     from ndcg_spark._metrics import COMPANIONS
     from ndcg_spark._report import render
     from ndcg_spark.job.console import format_summary
+    from ndcg_spark.job.result import RunResult
     from ndcg_spark.job.tracking import metric_rows
 
     recs, rels = random_graded(seed=3, users=12)
@@ -181,7 +182,7 @@ def test_each_companion_metric_is_averaged_and_shown_everywhere(spark):
     summary = [r.asDict() for r in result.summary.collect()]
     page = render(summary, [])
     console = format_summary(summary).splitlines()[0].split()
-    logged = {name for name, _ in metric_rows({"metrics": summary})}
+    logged = {name for name, _ in metric_rows(RunResult("evaluate", metrics=tuple(summary)))}
     for metric in COMPANIONS:
         for row in summary:
             values = [u[metric.name] for u in per_user if u["k"] == row["k"]]

@@ -12,7 +12,7 @@ from scipy import stats
 from ndcg_spark import compare_models, evaluate
 from ndcg_spark._report_compare import render_comparison
 from ndcg_spark.errors import ConfigError
-from ndcg_spark.job.gates import ChangeGate, margins_by_k, non_inferiority, parse_worse_gates
+from ndcg_spark.job.gates import Gate, check, margins_by_k, parse_gates
 from ndcg_spark.job.verdict import worse_failure
 from tests.helpers import browser, frames, layout_at, random_graded
 
@@ -35,22 +35,22 @@ def three_models(spark):
 def test_non_inferiority_fails_the_candidate_whose_interval_lies_below_the_margin(spark, three_models):
     models, rel = three_models
     rows = compare_models(models, rel, k=[10]).report()
-    checked = non_inferiority(rows, parse_worse_gates("10:0.01", (), [10]))
-    assert [(g["candidate_model"], g["passed"]) for g in checked] == [("same", True), ("random", False)]
+    checked = check(parse_gates("worse", "10:0.01", (), [10]), rows)
+    assert [(g.candidate_model, g.passed) for g in checked] == [("same", True), ("random", False)]
     # The oracle: each model's per-user NDCG@10 paired by user, the t interval of the differences.
     per_user = {
         n: {r.user_id: r.ndcg for r in evaluate(df, rel, k=[10]).per_user.collect()} for n, df in models.items()
     }
     for g in checked:
-        a, b = per_user["prod"], per_user[g["candidate_model"]]
+        a, b = per_user["prod"], per_user[g.candidate_model]
         d = np.array([b[u] - a[u] for u in sorted(a)])
         if d.std() == 0:
             high = d.mean()
         else:
             high = stats.t.interval(0.95, len(d) - 1, loc=d.mean(), scale=stats.sem(d))[1]
-        assert g["difference_ci_high"] == pytest.approx(high, abs=1e-9)
-        assert g["passed"] == (high >= -0.01)
-    message = worse_failure([g for g in checked if not g["passed"]])
+        assert g.difference_ci_high == pytest.approx(high, abs=1e-9)
+        assert g.passed == (high >= -0.01)
+    message = worse_failure([g for g in checked if not g.passed])
     assert "\n" not in message
     assert re.fullmatch(
         r"non-inferiority gate failed: random vs prod is worse at NDCG@10 by more than 0\.01: difference -0\.\d{6}, "
@@ -89,12 +89,12 @@ def row(high, low=None, candidate="v2", segment="a", k=10, pairs=50):
     ],
 )
 def test_non_inferiority_decision(gate, rows, passed):
-    checked = non_inferiority(rows, parse_worse_gates(gate, ["segment"], [5, 10, None]), ["segment"])
-    assert [g["passed"] for g in checked] == passed
+    checked = check(parse_gates("worse", gate, ["segment"], [5, 10, None]), rows, ["segment"])
+    assert [g.passed for g in checked] == passed
 
 
 def test_a_gate_that_selects_nothing_says_so():
-    checked = non_inferiority([row(0.1)], parse_worse_gates("segment=b:10:0.01", ["segment"]), ["segment"])
+    checked = check(parse_gates("worse", "segment=b:10:0.01", ["segment"]), [row(0.1)], ["segment"])
     assert worse_failure(checked) == (
         "non-inferiority gate failed: no comparison row segment=b at NDCG@10 to hold against margin 0.01 "
         "(outputs were written)"
@@ -112,14 +112,17 @@ def test_a_gate_that_selects_nothing_says_so():
 )
 def test_worse_gate_bad_spelling_is_one_line(spec, message):
     with pytest.raises(ConfigError, match=re.escape(message)) as caught:
-        parse_worse_gates(spec, ["segment"], [5, 10])
+        parse_gates("worse", spec, ["segment"], [5, 10])
     assert "\n" not in str(caught.value)
 
 
 def test_worse_gate_spelling():
-    gates = parse_worse_gates("candidate_model=v2&segment=a:10:0.01,all:0.02", ["segment"])
-    assert gates == [ChangeGate((("candidate_model", "v2"), ("segment", "a")), 10, 0.01), ChangeGate((), None, 0.02)]
-    assert margins_by_k(gates + parse_worse_gates("10:0.03")) == {10: [0.01, 0.03], None: [0.02]}
+    gates = parse_gates("worse", "candidate_model=v2&segment=a:10:0.01,all:0.02", ["segment"])
+    assert gates == (
+        Gate("worse", (("candidate_model", "v2"), ("segment", "a")), 10, 0.01),
+        Gate("worse", (), None, 0.02),
+    )
+    assert margins_by_k(gates + parse_gates("worse", "10:0.03")) == {10: [0.01, 0.03], None: [0.02]}
 
 
 def charts(page):

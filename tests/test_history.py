@@ -14,7 +14,8 @@ from ndcg_spark import evaluate
 from ndcg_spark._report import trend_chart
 from ndcg_spark.errors import ConfigError
 from ndcg_spark.job import history, regression, storage
-from ndcg_spark.job.gates import ChangeGate
+from ndcg_spark.job.gates import Gate, check, parse_gates
+from ndcg_spark.job.result import RunResult
 from tests.helpers import browser, frames, random_graded, texts_outside_svgs
 
 NIGHTS = ("2026-11-20", "2026-11-21", "2026-11-22")
@@ -77,7 +78,8 @@ def test_complete_runs_are_those_with_a_marker(spark, nightly, monkeypatch):
     assert history.previous_run(spark, output, "2026-11-22") == "2026-11-21"
     assert history.previous_run(spark, output, "2026-11-24") == "2026-11-22"
     assert history.previous_run(spark, output, NIGHTS[0]) is None
-    assert history.read_manifest(spark, output, NIGHTS[1]) == json.loads(json.dumps(nights[1][1], default=str))
+    written = json.loads(json.dumps(nights[1][1], default=str))
+    assert history.read_manifest(spark, output, NIGHTS[1]) == RunResult.from_json(written, "evaluate")
     runs = history.read_history(spark, output, last=2)
     assert [v for v, _ in runs] == list(NIGHTS[1:])
     # Over Spark Connect the client lists and reads the local output with its own file system.
@@ -152,7 +154,7 @@ def test_paired_change_refuses_a_previous_run_with_other_segments(spark):
 
 def test_regression_gate_fails_the_worse_night_and_names_what_it_compared(spark, nightly):
     output, nights = nightly
-    gates = regression.parse_drop_gates("10:0.02", ["segment"], [5, 10])
+    gates = parse_gates("drop", "10:0.02", ["segment"], [5, 10])
     outcome = regression.regression_gate(spark, output, NIGHTS[2], nights[2][2].per_user, gates, ["segment"], "user_id")
     assert outcome.previous == NIGHTS[1] and outcome.failed
     # The oracle: tonight's and last night's per-user NDCG@10, paired by user, per segment.
@@ -161,13 +163,13 @@ def test_regression_gate_fails_the_worse_night_and_names_what_it_compared(spark,
         for r in nights[night][2].per_user.filter("k = 10").collect():
             both.setdefault((r.segment, r.user_id), {})[night] = r.ndcg
     for g in outcome.checked:
-        d = np.array([v[2] - v[1] for (s, _), v in both.items() if s == g["segment"]["segment"] and len(v) == 2])
-        assert g["users_in_common"] == len(d) and len(d) > 20
-        assert g["mean_difference"] == pytest.approx(d.mean(), abs=1e-12)
-        assert g["passed"] is False and -d.mean() > 0.02
+        d = np.array([v[2] - v[1] for (s, _), v in both.items() if s == g.segment["segment"] and len(v) == 2])
+        assert g.users == len(d) and len(d) > 20
+        assert g.mean_difference == pytest.approx(d.mean(), abs=1e-12)
+        assert g.passed is False and -d.mean() > 0.02
     # Night 2 had 55 of the 60 users: only those are paired.
-    assert sum(g["users_in_common"] for g in outcome.checked) == sum(len(v) == 2 for v in both.values()) < len(both)
-    first = outcome.checked[0]
+    assert sum(g.users for g in outcome.checked) == sum(len(v) == 2 for v in both.values()) < len(both)
+    first = outcome.checked[0].to_json()
     message = outcome.message
     assert "\n" not in message and message.startswith("regression gate failed: run_date 2026-11-21 -> 2026-11-22")
     assert f"NDCG@10 of segment=a: {first['users_in_common']} users in common" in message
@@ -177,16 +179,16 @@ def test_regression_gate_fails_the_worse_night_and_names_what_it_compared(spark,
     same = regression.regression_gate(spark, output, NIGHTS[1], nights[1][2].per_user, gates, ["segment"], "user_id")
     assert not same.failed and same.previous == NIGHTS[0]
     assert same.message.startswith("regression gate passed: run_date 2026-11-20 -> 2026-11-21")
-    assert [g["mean_difference"] for g in same.checked] == [0.0, 0.0]
+    assert [g.mean_difference for g in same.checked] == [0.0, 0.0]
 
 
 def test_regression_gate_without_an_earlier_run_passes_and_says_so(spark, nightly):
     output, nights = nightly
-    gates = regression.parse_drop_gates("10:0.02")
+    gates = parse_gates("drop", "10:0.02")
     outcome = regression.regression_gate(spark, output, NIGHTS[0], nights[0][2].per_user, gates, ["segment"], "user_id")
-    assert outcome.previous is None and not outcome.failed and outcome.checked == []
+    assert outcome.previous is None and not outcome.failed and outcome.checked == ()
     assert outcome.message == f"regression gate: no complete run before run_date={NIGHTS[0]} in {output}; passed"
-    assert outcome.to_dict()["previous"] is None
+    assert outcome.to_json()["previous"] is None
 
 
 def change(mean_previous, difference, low, high, users=100, segment="a", k=10):
@@ -205,38 +207,38 @@ def change(mean_previous, difference, low, high, users=100, segment="a", k=10):
 @pytest.mark.parametrize(
     "gate, row, point_estimate, passed",
     [
-        (ChangeGate((), 10, 0.02), change(0.5, -0.03, -0.05, -0.01), False, False),  # a sure drop past 0.02
-        (ChangeGate((), 10, 0.02), change(0.5, -0.03, -0.07, 0.01), False, True),  # the interval holds 0
-        (ChangeGate((), 10, 0.02), change(0.5, -0.03, -0.07, 0.01), True, False),  # ... unless on the estimate
-        (ChangeGate((), 10, 0.02), change(0.5, -0.01, -0.015, -0.005), False, True),  # sure, but within 0.02
-        (ChangeGate((), 10, 0.02, True), change(0.5, -0.011, -0.02, -0.002), False, False),  # 2% of 0.5 is 0.01
-        (ChangeGate((), 10, 0.02, True), change(0.5, -0.009, -0.02, -0.002), False, True),
-        (ChangeGate((), 10, 0.02), change(0.5, -0.5, None, None, users=1), False, True),  # no interval of 1 user
-        (ChangeGate((("segment", "b"),), 10, 0.02), change(0.5, 0.0, 0.0, 0.0), False, False),  # selects nothing
-        (ChangeGate((), 5, 0.02), change(0.5, 0.0, 0.0, 0.0), False, False),  # no k=5 row
+        (Gate("drop", (), 10, 0.02), change(0.5, -0.03, -0.05, -0.01), False, False),  # a sure drop past 0.02
+        (Gate("drop", (), 10, 0.02), change(0.5, -0.03, -0.07, 0.01), False, True),  # the interval holds 0
+        (Gate("drop", (), 10, 0.02), change(0.5, -0.03, -0.07, 0.01), True, False),  # ... unless on the estimate
+        (Gate("drop", (), 10, 0.02), change(0.5, -0.01, -0.015, -0.005), False, True),  # sure, but within 0.02
+        (Gate("drop", (), 10, 0.02, True), change(0.5, -0.011, -0.02, -0.002), False, False),  # 2% of 0.5 is 0.01
+        (Gate("drop", (), 10, 0.02, True), change(0.5, -0.009, -0.02, -0.002), False, True),
+        (Gate("drop", (), 10, 0.02), change(0.5, -0.5, None, None, users=1), False, True),  # no interval of 1 user
+        (Gate("drop", (("segment", "b"),), 10, 0.02), change(0.5, 0.0, 0.0, 0.0), False, False),  # selects nothing
+        (Gate("drop", (), 5, 0.02), change(0.5, 0.0, 0.0, 0.0), False, False),  # no k=5 row
     ],
 )
 def test_drop_decision(gate, row, point_estimate, passed):
-    checked = regression.check_drops([gate], [row], ["segment"], point_estimate=point_estimate)
-    assert [g["passed"] for g in checked] == [passed]
+    checked = check([gate], [row], ["segment"], point_estimate=point_estimate)
+    assert [g.passed for g in checked] == [passed]
 
 
 @pytest.mark.parametrize(
     "spec, expected",
     [
-        ("10:0.02", [ChangeGate((), 10, 0.02)]),
+        ("10:0.02", [Gate("drop", (), 10, 0.02)]),
         (
             "segment=a:10:2%, all:0.5%",
-            [ChangeGate((("segment", "a"),), 10, 0.02, True), ChangeGate((), None, 0.005, True)],
+            [Gate("drop", (("segment", "a"),), 10, 0.02, True), Gate("drop", (), None, 0.005, True)],
         ),
-        (["5:0.1", "10:0"], [ChangeGate((), 5, 0.1), ChangeGate((), 10, 0.0)]),
+        (["5:0.1", "10:0"], [Gate("drop", (), 5, 0.1), Gate("drop", (), 10, 0.0)]),
         ("", []),
     ],
 )
 def test_drop_gate_spelling(spec, expected):
-    gates = regression.parse_drop_gates(spec, ["segment"], [5, 10, None])
-    assert gates == expected
-    assert [regression.parse_drop_gates(g.describe(), ["segment"])[0] for g in gates] == expected
+    gates = parse_gates("drop", spec, ["segment"], [5, 10, None])
+    assert list(gates) == expected
+    assert [parse_gates("drop", g.describe(), ["segment"])[0] for g in gates] == expected
 
 
 @pytest.mark.parametrize(
@@ -254,7 +256,7 @@ def test_drop_gate_spelling(spec, expected):
 )
 def test_drop_gate_bad_spelling_is_one_line(spec, message):
     with pytest.raises(ConfigError, match=re.escape(message)) as caught:
-        regression.parse_drop_gates(spec, ["segment"], [5, 10])
+        parse_gates("drop", spec, ["segment"], [5, 10])
     assert "\n" not in str(caught.value)
 
 
@@ -310,14 +312,14 @@ def test_the_gate_can_compare_with_the_last_run_that_passed(spark, tmp_path):
     for date, value, passed in (("2026-11-01", 0.9, True), ("2026-11-02", 0.5, False)):
         manifest = {"metrics": [], "quality_gates": [], "regression_gate": {"gates": [{"passed": passed}]}}
         write_run(spark, output, date, per_user_frame(spark, [("a", u, 10, value) for u in range(10)]), manifest)
-    gates = regression.parse_drop_gates("10:0.02")
+    gates = parse_gates("drop", "10:0.02")
     last = regression.regression_gate(spark, output, "2026-11-03", now, gates, ["segment"], "user_id")
     assert (last.previous, last.failed) == ("2026-11-02", False)
     good = regression.regression_gate(spark, output, "2026-11-03", now, gates, ["segment"], "user_id", passed_only=True)
     assert (good.previous, good.failed) == ("2026-11-01", True)
-    assert good.checked[0]["mean_difference"] == pytest.approx(-0.4, abs=1e-12)
-    assert good.checked[0]["difference_ci_low"] == good.checked[0]["difference_ci_high"] == pytest.approx(-0.4)
-    assert history.gates_passed({"quality_gates": [{"passed": True}, {"passed": False}]}) is False
-    assert history.gates_passed({"metrics": []}) is True
+    assert good.checked[0].mean_difference == pytest.approx(-0.4, abs=1e-12)
+    assert good.checked[0].difference_ci_low == good.checked[0].difference_ci_high == pytest.approx(-0.4)
+    assert history.gates_passed(RunResult.from_json({"quality_gates": [{"passed": True}, {"passed": False}]})) is False
+    assert history.gates_passed(RunResult.from_json({"metrics": []})) is True
     none = regression.regression_gate(spark, output, "2026-11-01", now, gates, ["segment"], "user_id", passed_only=True)
     assert none.message.startswith("regression gate: no passing run before run_date=2026-11-01")

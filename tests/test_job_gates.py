@@ -14,7 +14,8 @@ import pytest
 
 from ndcg_spark.errors import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK, EXIT_QUALITY_GATE
 from ndcg_spark.job import CompareConfig, EvaluateConfig, run, tracking, verdict
-from ndcg_spark.job.gates import ChangeGate
+from ndcg_spark.job.gates import Gate
+from ndcg_spark.job.result import RunResult
 from tests.helpers import frames, random_graded
 
 HAS_MLFLOW = importlib.util.find_spec("mlflow") is not None
@@ -69,14 +70,14 @@ def test_the_gates_on_change_as_config_values():
          "fail_if_drop": ["10:0.02", "model=v2:5:2%"], "drop_on_estimate": True, "drop_baseline": "last_passed",
          "trend_runs": 3}
     )  # fmt: skip
-    assert config.drop.gates == (ChangeGate((), 10, 0.02), ChangeGate((("model", "v2"),), 5, 0.02, True))
+    assert config.drop.gates == (Gate("drop", (), 10, 0.02), Gate("drop", (("model", "v2"),), 5, 0.02, True))
     assert (config.drop.on_estimate, config.drop.baseline, config.trend_runs) == (True, "last_passed", 3)
     settings = config.to_dict()
     assert settings["fail_if_drop"] == "10:0.02,model=v2:5:2%" and settings["drop_baseline"] == "last_passed"
     plain = EvaluateConfig.from_mapping({**REQUIRED, "drop_on_estimate": "true", "trend_runs": "0"})
     assert plain.drop is None and plain.trend_runs == 0 and plain.to_dict()["fail_if_drop"] is None
     compare = CompareConfig.from_mapping({**REQUIRED, "candidate": "c/", "k": "10", "fail_if_worse": "10:0.01"})
-    assert compare.worse_gates == (ChangeGate((), 10, 0.01),) and compare.to_dict()["fail_if_worse"] == "10:0.01"
+    assert compare.worse_gates == (Gate("worse", (), 10, 0.01),) and compare.to_dict()["fail_if_worse"] == "10:0.01"
 
 
 def test_the_settings_keep_no_spark_connect_token():
@@ -97,15 +98,15 @@ def test_mlflow_asked_for_without_mlflow_is_a_config_error_before_reading(tmp_pa
 def test_failed_gates_name_the_first_failure():
     floor = {"segment": {}, "k": 10, "threshold": 0.5, "users": 3, "mean_ndcg": 0.25, "passed": False}
     drop = {"message": "regression gate failed: ... (outputs were written)", "gates": [{"passed": False}]}
-    both = verdict.failed_gates("evaluate", {"quality_gates": [floor], "regression_gate": drop})
+    both = verdict.failed_gates(RunResult.from_json({"quality_gates": [floor], "regression_gate": drop}))
     assert both == (
         "quality gate failed: mean NDCG@10 = 0.250000 is below 0.5; the regression gate failed too "
         "(outputs were written)"
     )
-    assert verdict.failed_gates("evaluate", {"quality_gates": [], "regression_gate": drop}) == drop["message"]
+    assert verdict.failed_gates(RunResult.from_json({"quality_gates": [], "regression_gate": drop})) == drop["message"]
     passed = {"message": "regression gate passed: ...", "gates": [{"passed": True}]}
-    assert verdict.failed_gates("evaluate", {"quality_gates": [], "regression_gate": passed}) is None
-    assert verdict.failed_gates("compare", {"non_inferiority": []}) is None
+    assert verdict.failed_gates(RunResult.from_json({"quality_gates": [], "regression_gate": passed})) is None
+    assert verdict.failed_gates(RunResult.from_json({"non_inferiority": []})) is None
 
 
 @pytest.fixture(scope="module")

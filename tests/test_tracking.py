@@ -10,6 +10,7 @@ import pytest
 from ndcg_spark import evaluate
 from ndcg_spark.errors import ConfigError
 from ndcg_spark.job import tracking
+from ndcg_spark.job.result import RunResult
 from tests.helpers import frames, random_graded
 
 NIGHTS = ("2026-11-20", "2026-11-21", "2026-11-22")
@@ -74,7 +75,7 @@ def test_three_nightly_runs_in_a_local_mlflow_store(store, manifests, tmp_path):
     for night, manifest in enumerate(manifests):
         ids.append(
             tracking.log_run(
-                manifest,
+                RunResult.from_json(manifest),
                 experiment="ndcg-nightly",
                 tracking_uri=store,
                 artifacts=[str(report), str(tmp_path / "missing.html")],
@@ -117,7 +118,7 @@ def test_three_nightly_runs_in_a_local_mlflow_store(store, manifests, tmp_path):
         # The manifest and the report as artifacts; a missing file is skipped.
         assert sorted(a.path for a in client.list_artifacts(run.info.run_id)) == ["report.html", "summary.json"]
         local = client.download_artifacts(run.info.run_id, "summary.json", str(tmp_path / f"night{night}"))
-        assert json.loads(open(local).read()) == json.loads(json.dumps(manifest))
+        assert json.loads(open(local).read()) == json.loads(json.dumps(RunResult.from_json(manifest).to_json()))
     # The third night's mean NDCG is 0.2 below the first's, as logged.
     first, third = (r.data.metrics["country_kr/mean_ndcg_at_5"] for r in (found[0], found[2]))
     assert first - third == pytest.approx(0.2, abs=1e-12)
@@ -133,7 +134,7 @@ def test_a_compare_run_logs_each_pair(store, tmp_path):
          "difference_ci_low": None, "difference_ci_high": None, "p_value": None, "p_value_adjusted": None},
     ]  # fmt: skip
     manifest = {"comparison": rows, "settings": {"k": [10], "pairs": "baseline"}, "spark_version": "4.1"}
-    run_id = tracking.log_run(manifest, experiment="compare", tracking_uri=store, command="compare", gate_failed=True)
+    run_id = tracking.log_run(RunResult.from_json(manifest), experiment="compare", tracking_uri=store, gate_failed=True)
     run = MlflowClient(tracking_uri=store).get_run(run_id)
     assert run.data.metrics == {
         "v2_vs_prod/pairs_at_10": 50.0,
@@ -157,14 +158,14 @@ def test_metric_names_are_safe_and_distinct():
         {"segment": "a+b", "k": 5, "mean_ndcg": 0.2},
         {"segment": None, "k": None, "mean_ndcg": 0.3, "users": 4, "flag": True},
     ]
-    names = tracking.metric_rows({"metrics": rows, "settings": {"group_by": ["segment"]}})
+    names = tracking.metric_rows(RunResult.from_json({"metrics": rows, "settings": {"group_by": ["segment"]}}))
     assert names == [
         ("segment_a_b/mean_ndcg_at_5", 0.1),
         ("segment_a_b/mean_ndcg_at_5_2", 0.2),
         ("segment_None/mean_ndcg_at_all", 0.3),
         ("segment_None/users_at_all", 4.0),
     ]
-    assert tracking.metric_rows({"metrics": rows[:1], "settings": {}}) == [("mean_ndcg_at_5", 0.1)]
+    assert tracking.metric_rows(RunResult.from_json({"metrics": rows[:1], "settings": {}})) == [("mean_ndcg_at_5", 0.1)]
 
 
 def test_without_mlflow_logging_is_a_one_line_config_error(monkeypatch):
@@ -173,17 +174,17 @@ def test_without_mlflow_logging_is_a_one_line_config_error(monkeypatch):
     with pytest.raises(
         ConfigError, match=r"^MLflow logging needs MLflow: pip install 'ndcg-spark\[mlflow\]'"
     ) as caught:
-        tracking.log_run({"metrics": []}, experiment="x")
+        tracking.log_run(RunResult("evaluate"), experiment="x")
     assert "\n" not in str(caught.value) and caught.value.exit_code == 2
 
 
 def test_a_store_mlflow_cannot_open_is_a_one_line_config_error(store):
     with pytest.raises(ConfigError, match=r"^MLflow tracking store 'bogus://nowhere': ") as caught:
-        tracking.log_run({"metrics": []}, experiment="x", tracking_uri="bogus://nowhere")
+        tracking.log_run(RunResult("evaluate"), experiment="x", tracking_uri="bogus://nowhere")
     assert "\n" not in str(caught.value)
 
 
 def test_a_store_set_in_the_environment_is_named_when_mlflow_refuses_it(store, monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "bogus://from-the-environment")
     with pytest.raises(ConfigError, match=r"^MLflow tracking store 'bogus://from-the-environment': "):
-        tracking.log_run({"metrics": []}, experiment="x")
+        tracking.log_run(RunResult("evaluate"), experiment="x")

@@ -23,6 +23,7 @@ from ndcg_spark.errors import EXIT_FAILURE, EXIT_OK, QualityGateFailed, as_error
 from ndcg_spark.job import console, history, interrupts, pipeline, tracking, verdict
 from ndcg_spark.job.config import parse_config
 from ndcg_spark.job.history import HistoryConfig
+from ndcg_spark.job.result import RunResult
 from ndcg_spark.job.storage import strict_json
 
 
@@ -51,24 +52,24 @@ def _run(argv: Sequence[str], verbose: bool) -> int:
         session = spark_session(config)
         interrupts.install(session)  # again: the SparkContext set its own SIGINT handler
         if command == "compare":
-            manifest = pipeline.compare_main(session, config)
+            result = pipeline.compare_main(session, config)
         else:
-            manifest = pipeline.main(session, config)
+            result = pipeline.main(session, config)
         if interrupts.received() is not None:
-            return stopped(command, config, manifest)
+            return stopped(command, config, result)
         if command == "compare":
-            print(console.format_comparison(manifest["comparison"], config.options.group_by))
+            print(console.format_comparison(result.comparison, config.options.group_by))
         else:
-            print(console.format_summary(manifest["metrics"], config.options.group_by, manifest["rows"]))
+            print(console.format_summary(result.metrics, config.options.group_by, result.rows))
         # Each gate's verdict, passed or failed; a failure is also the one error line on stderr.
-        for _, line in verdict.gate_lines(command, manifest):
+        for _, line in verdict.gate_lines(result):
             print(console.printable(line))
-        print(console.printable(f"wrote {console.output_shown(config.output.path, manifest)}"))
-        failed = verdict.failed_gates(command, manifest)
-        record = console.finished_record(command, config, manifest, "quality_gate_failed" if failed else "ok")
+        print(console.printable(f"wrote {console.output_shown(config.output.path, result)}"))
+        failed = verdict.failed_gates(result)
+        record = console.finished_record(config, result, "quality_gate_failed" if failed else "ok")
         untracked = None
         if config.mlflow:
-            record["mlflow_run_id"], untracked = track(session, config, manifest, failed)
+            record["mlflow_run_id"], untracked = track(session, config, result, failed)
             if untracked and not failed:
                 record["status"] = "mlflow_failed"
         # The last line on stdout, and the only one that parses as JSON: schedulers read it.
@@ -101,21 +102,21 @@ def _run(argv: Sequence[str], verbose: bool) -> int:
             interrupts.reset()
 
 
-def stopped(command: str, config, manifest: Optional[dict]) -> int:
+def stopped(command: str, config, result: Optional[RunResult]) -> int:
     """A run ended by SIGTERM or SIGINT: its finished line (status ``terminated`` or
     ``interrupted``), one line on stderr, and exit 143 or 130."""
     signum = interrupts.received()
     status = "terminated" if signum == signal.SIGTERM else "interrupted"
     part = config.output.partition
     where = f"{console.output_shown(config.output.path)}" + (f" ({part.directory})" if part else "")
-    if manifest is not None:
-        record = console.finished_record(command, config, manifest, status)
+    if result is not None:
+        record = console.finished_record(config, result, status)
         line = f"after publishing {where}: the new result is in place"
     else:
         record = {"event": "ndcg_spark.finished", "command": command, "status": status, "output": config.output.path}
         record["partition"] = {part.key: part.value} if part else None
         line = f"before publishing {where}: the previous result is as it was"
-    record.update(signal=interrupts.name(signum), published=manifest is not None)
+    record.update(signal=interrupts.name(signum), published=result is not None)
     print(strict_json(record), flush=True)
     print(f"ndcg-spark: error: stopped by {interrupts.name(signum)} {line}", file=sys.stderr, flush=True)
     return interrupts.exit_code(signum)
@@ -151,7 +152,7 @@ def disk_full(exc: BaseException) -> Optional[str]:
     return None
 
 
-def track(spark, config, manifest, failed: Optional[str]) -> Tuple[Optional[str], Optional[str]]:
+def track(spark, config, result: RunResult, failed: Optional[str]) -> Tuple[Optional[str], Optional[str]]:
     """(MLflow run id, None), or (None, one line) when logging failed.
 
     The run is logged after it is published, so a logging failure cannot take the result back:
@@ -160,12 +161,11 @@ def track(spark, config, manifest, failed: Optional[str]) -> Tuple[Optional[str]
     (:data:`~ndcg_spark.job.tracking.BUDGET` seconds, and MLflow's own HTTP timeout and
     retries made short): an unreachable tracking server costs about a minute, not several.
     """
-    gated = bool(manifest.get("quality_gates") or manifest.get("regression_gate") or manifest.get("non_inferiority"))
     outcome: dict = {}
 
     def log() -> None:
         try:
-            outcome["id"] = pipeline.track(spark, config, manifest, bool(failed) if gated else None)
+            outcome["id"] = pipeline.track(spark, config, result, bool(failed) if result.gated else None)
         except BaseException as exc:  # noqa: BLE001 - whatever MLflow raises, the published result stands
             outcome["error"] = exc
 

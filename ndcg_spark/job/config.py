@@ -20,7 +20,7 @@ from ndcg_spark._stats import CORRECTIONS
 from ndcg_spark.compare import PAIRINGS
 from ndcg_spark.errors import ConfigError
 from ndcg_spark.job.flags import load_toml, number_text, option_value, parse_bool
-from ndcg_spark.job.gates import ChangeGate, DropGates, Gate, parse_worse_gates
+from ndcg_spark.job.gates import DropGates, Gate, parse_gates
 from ndcg_spark.job.lease import FORCE, LOCK_TIMEOUT
 from ndcg_spark.job.tracking import MlflowTarget, redact
 from ndcg_spark.options import EvaluationOptions, check_known_keys, k_label
@@ -270,14 +270,20 @@ class EvaluateConfig(_Config):
         if not isinstance(estimate, bool):
             raise ConfigError(f"drop_on_estimate must be true or false, got {estimate!r}")
         drop = DropGates.parse(
-            values.get("fail_if_drop"), estimate, values.get("drop_baseline"), opts, output.partition is not None
-        )
+            values.get("fail_if_drop"), estimate, values.get("drop_baseline"), opts.group_by, opts.cutoffs,
+            output.partition is not None,
+        )  # fmt: skip
         trend = values.get("trend_runs", 14)
         if isinstance(trend, str) and trend.strip().isdigit():
             trend = int(trend)
         if isinstance(trend, bool) or not isinstance(trend, int) or trend < 0:
             raise ConfigError(f"trend_runs must be a whole number of runs (0: no trend chart), got {trend!r}")
-        return {"fail_below": text, "gates": Gate.parse_all(text, opts), "drop": drop, "trend_runs": trend}
+        return {
+            "fail_below": text,
+            "gates": parse_gates("floor", text, opts.group_by, opts.cutoffs),
+            "drop": drop,
+            "trend_runs": trend,
+        }
 
     def _own_settings(self) -> Dict[str, Any]:
         drop = self.drop
@@ -302,7 +308,7 @@ class CompareConfig(_Config):
     pairs: str = "baseline"
     correction: str = "holm"
     #: The non-inferiority gates (``--fail-if-worse``) and their spelling.
-    worse_gates: Tuple[ChangeGate, ...] = ()
+    worse_gates: Tuple[Gate, ...] = ()
     fail_if_worse: Optional[str] = None
 
     OWN_KEYS: ClassVar[Tuple[str, ...]] = (
@@ -326,7 +332,7 @@ class CompareConfig(_Config):
     def _own(cls, values: Dict[str, Any], opts: EvaluationOptions, output: Output) -> Dict[str, Any]:
         own = dict(values)
         worse = own.pop("fail_if_worse", None)
-        gates = tuple(parse_worse_gates(worse, opts.group_by, opts.cutoffs))
+        gates = parse_gates("worse", worse, opts.group_by, opts.cutoffs)
         if gates:
             own.update(worse_gates=gates, fail_if_worse=",".join(worse) if isinstance(worse, list) else str(worse))
         candidate = own.pop("candidate", None)

@@ -8,6 +8,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from ndcg_spark._metrics import COMPANIONS, COMPARISON_COLUMNS, SUMMARY_COLUMNS
 from ndcg_spark.job import storage
+from ndcg_spark.job.result import RunResult
 from ndcg_spark.options import k_label
 
 #: Unicode categories escaped when printed: controls, format characters, line and paragraph separators.
@@ -84,19 +85,19 @@ def format_comparison(rows: List[Dict[str, Any]], segments: Sequence[str] = ()) 
     return text_table(rows, columns, [*names, *segments])
 
 
-def output_shown(path: str, manifest: Optional[Dict[str, Any]] = None) -> str:
+def output_shown(path: str, result: Optional[RunResult] = None) -> str:
     """The output as every line names it: the path the run qualified (``run.output``) without a
     local ``file:`` scheme; before that, a local path made absolute, a URI as given."""
-    qualified = ((manifest or {}).get("run") or {}).get("output")
+    qualified = result.output if result is not None else None
     if qualified:
         return storage.shown(qualified)
     return path if "://" in path or path.startswith("file:") else os.path.abspath(path)
 
 
-def finished_record(command: str, config, manifest: Dict[str, Any], status: str) -> Dict[str, Any]:
+def finished_record(config, result: RunResult, status: str) -> Dict[str, Any]:
     """The ``ndcg_spark.finished`` JSON line: the figures per segment and k (``"all"`` for the
     whole list), and without segments also ``users`` and ``mean_ndcg`` keyed by k."""
-    group_by, part = config.options.group_by, config.output.partition
+    group_by, part, command = config.options.group_by, config.output.partition, result.command
     if command == "compare":
         fields = (
             "baseline_model",
@@ -108,10 +109,9 @@ def finished_record(command: str, config, manifest: Dict[str, Any], status: str)
             "p_value",
             "p_value_adjusted",
         )
-        rows = manifest["comparison"]
     else:
         fields = ("users", "mean_ndcg")
-        rows = manifest["metrics"]
+    rows = result.figures
     figures = [
         {"segment": {c: r[c] for c in group_by}, "k": k_label(r["k"]), **{f: r.get(f) for f in fields}} for r in rows
     ]
@@ -119,13 +119,13 @@ def finished_record(command: str, config, manifest: Dict[str, Any], status: str)
         "event": "ndcg_spark.finished",
         "command": command,
         "status": status,
-        "output": output_shown(config.output.path, manifest),
+        "output": output_shown(config.output.path, result),
     }
     record["partition"] = {part.key: part.value} if part else None
     if command != "compare" and not group_by:
         record["users"] = rows[0]["users"] if rows else 0
         record["mean_ndcg"] = {k_label(r["k"]): r["mean_ndcg"] for r in rows}
     record["figures"] = figures
-    record["input_rows"] = manifest["input_rows"]
-    record["duration_seconds"] = manifest["duration_seconds"]
+    record["input_rows"] = result.input_rows
+    record["duration_seconds"] = result.duration_seconds
     return record

@@ -14,29 +14,11 @@ import tomllib
 from typing import Any, Dict, Sequence, Tuple
 
 from ndcg_spark.errors import ConfigError
-from ndcg_spark.options import WHOLE_LIST, Cutoff, EvaluationOptions
+from ndcg_spark.options import WHOLE_LIST, EvaluationOptions, parse_cutoff
 from ndcg_spark.reading import FORMATS, ROLES
 
-#: The largest k: ranks are Spark integers.
-MAX_K = 2**31 - 1
 #: Config keys holding paths: written ./x or ../x in a file, they are relative to the file.
 PATH_KEYS = ("recommendations", "relevance", "output", "user_attributes", "candidate")
-
-
-def parse_cutoff(text: Any) -> Cutoff:
-    """One cutoff as written in a config or a flag: a positive integer, or ``"all"`` (None)."""
-    if isinstance(text, str):
-        if text.strip().lower() == WHOLE_LIST:
-            return None
-        if not text.strip().lstrip("+").isdigit():
-            raise ConfigError(f"k must hold positive integers or '{WHOLE_LIST}', got {text!r}")
-        text = int(text)
-    if isinstance(text, bool) or not isinstance(text, int) or text < 1:
-        raise ConfigError(f"k must hold positive integers or '{WHOLE_LIST}', got {text!r}")
-    if text > MAX_K:
-        # Spark's ranks are 32-bit integers: a larger k would fail at the end of the evaluation.
-        raise ConfigError(f"k = {text} is larger than {MAX_K}, the largest k Spark can rank to; use '{WHOLE_LIST}'")
-    return text
 
 
 def option_value(name: str, value: Any) -> Any:

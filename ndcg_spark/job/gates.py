@@ -1,54 +1,91 @@
-"""Gates on change: the spelling of ``--fail-if-drop`` and ``--fail-if-worse``, and the
-non-inferiority decision of ``compare`` over its result rows.
+"""The job's gates: one model for its three kinds, one parser for their spelling, one check.
 
-Every gate is written ``[column=value:]k:amount[,...]``, where the optional filter
-(``model=v2``, or ``model=v2&country=kr``) selects the segments it holds, ``k`` is a cutoff
-computed (``all`` for the whole list) and ``amount`` is a threshold of NDCG (``--fail-below``),
-an absolute difference of NDCG (``0.02``) or, where allowed, a share of the earlier figure
-(``2%``). The job's config parses each gate here, once; everything here works on the few
-summary rows the driver already holds.
+A gate is written ``[column=value:]k:amount[,...]``. The optional filter (``model=v2``, or
+``model=v2&country=kr``) selects the rows it holds, ``k`` is a cutoff computed (``all`` for the
+whole list) and ``amount`` depends on the kind:
+
+=========  ==================  ==============================================================
+kind       flag                amount
+=========  ==================  ==============================================================
+floor      ``--fail-below``    the lowest mean NDCG allowed
+drop       ``--fail-if-drop``  the largest fall from the last run (``0.02``, or ``2%`` of it)
+worse      ``--fail-if-worse`` the margin a candidate may trail its baseline by
+=========  ==================  ==============================================================
+
+The config parses each gate once (:func:`parse_gates`); :func:`check` holds gates against the
+few rows the driver already holds (the summary, the paired changes, compare's rows) and returns
+one :class:`Checked` per gate and row. :mod:`ndcg_spark.job.verdict` words them.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ndcg_spark.errors import ConfigError
-from ndcg_spark.options import WHOLE_LIST, Cutoff, EvaluationOptions, k_label
+from ndcg_spark.options import Cutoff, k_label, parse_cutoff
 
 #: Columns of compare's rows a ``--fail-if-worse`` filter may name besides the segments.
 MODEL_COLUMNS = ("baseline_model", "candidate_model")
 
+#: What the regression gate compares with: the most recent earlier complete run, or the most
+#: recent earlier one whose gates all passed.
+DROP_BASELINES = ("last", "last_passed")
+
 
 @dataclass(frozen=True)
-class ChangeGate:
-    """One parsed gate.
+class Kind:
+    """How one kind of gate is spelled: its key, the word for its amount, whether ``2%`` is allowed."""
+
+    key: str
+    amount: str
+    example: str
+    relative: bool = False
+    columns: Tuple[str, ...] = ()
+    #: How an unknown filter column is refused (``{known}``: the columns allowed).
+    unknown: str = "is not a column to filter on ({known})"
+
+
+KINDS = {
+    "floor": Kind("fail_below", "threshold", "10:0.25 or model=v2:10:0.25", unknown="is not a group_by column"),
+    "drop": Kind("fail_if_drop", "drop", "10:0.02, 10:2% or model=v2:10:0.02", relative=True),
+    "worse": Kind("fail_if_worse", "margin", "10:0.01 or model=v2:10:0.01", columns=MODEL_COLUMNS),
+}
+
+
+@dataclass(frozen=True)
+class Gate:
+    """One gate as written.
 
     Attributes
     ----------
+    kind : {"floor", "drop", "worse"}
+        ``--fail-below``, ``--fail-if-drop`` or ``--fail-if-worse``.
     where : tuple of (str, str)
         (column, value) pairs a row must match, its value read as text; empty for every row.
     k : int or None
         The cutoff (None for the whole list).
     amount : float
-        The drop or margin: an NDCG difference, or a share of the earlier mean when ``relative``.
+        The floor, the drop or the margin: an NDCG figure, or a share of the earlier mean when
+        ``relative``.
     relative : bool
         Whether ``amount`` was written as a percentage (``2%`` is 0.02 of the earlier mean).
     """
 
+    kind: str
     where: Tuple[Tuple[str, str], ...]
     k: Cutoff
     amount: float
     relative: bool = False
 
-    def selects(self, row: Dict[str, Any]) -> bool:
-        """Whether ``row`` (a summary or comparison row) is one this gate holds."""
-        return row["k"] == self.k and all(row.get(c) is not None and str(row[c]) == v for c, v in self.where)
+    def selects(self, row: Mapping[str, Any]) -> bool:
+        """Whether ``row`` (a summary, change or comparison row) is one this gate holds: its k,
+        and each filtered column's value, as text, the one given (a null value never matches)."""
+        return row.get("k") == self.k and all(row.get(c) is not None and str(row[c]) == v for c, v in self.where)
 
     def threshold(self, earlier_mean: Optional[float]) -> Optional[float]:
-        """The amount as an NDCG difference (a relative amount scaled by the earlier mean)."""
+        """The amount as an NDCG figure (a relative amount scaled by the earlier mean)."""
         if not self.relative:
             return self.amount
         return None if earlier_mean is None else self.amount * earlier_mean
@@ -60,35 +97,25 @@ class ChangeGate:
         return (f"{where}:" if where else "") + f"{k_label(self.k)}:{amount}"
 
 
-def parse_change_gates(
-    spec: Any,
-    name: str,
-    group_by: Sequence[str] = (),
-    cutoffs: Optional[Sequence[Cutoff]] = None,
-    *,
-    relative: bool = True,
-    columns: Sequence[str] = (),
-) -> List[ChangeGate]:
+def parse_gates(
+    kind: str, spec: Any, group_by: Sequence[str] = (), cutoffs: Optional[Sequence[Cutoff]] = None
+) -> Tuple[Gate, ...]:
     """Parse ``[column=value:]k:amount[,...]`` (a string, or a list of such strings from TOML).
 
     Parameters
     ----------
+    kind : {"floor", "drop", "worse"}
+        Which flag the gates were written for (:data:`KINDS`).
     spec : str or list of str
         The gates as written; empty or None for none.
-    name : str
-        The key as the user wrote it (``fail_if_drop``), named in errors.
     group_by : sequence of str
-        The segment columns a filter may name.
+        The segment columns a filter may name (and, for ``worse``, the model columns).
     cutoffs : sequence of int or None, optional
         The cutoffs computed; a gate on another k is refused. Not checked when omitted.
-    relative : bool
-        Whether ``2%`` (a share of the earlier mean) is allowed beside an absolute amount.
-    columns : sequence of str
-        Further columns a filter may name (compare's model names).
 
     Returns
     -------
-    list of ChangeGate
+    tuple of Gate
 
     Raises
     ------
@@ -97,34 +124,35 @@ def parse_change_gates(
 
     Examples
     --------
-    >>> parse_change_gates("10:0.02,model=v2:all:2%", "fail_if_drop", ["model"])[1]
-    ChangeGate(where=(('model', 'v2'),), k=None, amount=0.02, relative=True)
+    >>> parse_gates("drop", "10:0.02,model=v2:all:2%", ["model"])[1]
+    Gate(kind='drop', where=(('model', 'v2'),), k=None, amount=0.02, relative=True)
     """
+    spelling = KINDS[kind]
     if spec is None or spec == "" or spec == []:
-        return []
+        return ()
     parts = spec if isinstance(spec, (list, tuple)) else str(spec).split(",")
-    example = "10:0.02, 10:2% or model=v2:10:0.02" if relative else "10:0.01 or model=v2:10:0.01"
-    expected = f"expected [column=value:]k:{'drop' if relative else 'margin'}, e.g. {example}"
+    expected = f"expected [column=value:]k:{spelling.amount}, e.g. {spelling.example}"
+    allowed = [*group_by, *spelling.columns]
     gates = []
     for part in parts:
         fields = str(part).strip().rsplit(":", 2)
         where = fields.pop(0) if len(fields) == 3 else ""
         k_text, amount_text = fields if len(fields) == 2 else ("", "")
-        k, amount, is_relative = _cutoff(k_text), *_amount(amount_text, relative)
+        k, (amount, relative) = _cutoff(k_text), _amount(amount_text, spelling.relative)
         if k == -1 or amount is None:
-            raise ConfigError(f"{name} = {part!r}: {expected}")
+            raise ConfigError(f"{spelling.key} = {part!r}: {expected}")
         if cutoffs is not None and k not in cutoffs:
-            raise ConfigError(f"{name} names k = {k_text.strip()}, which is not among the cutoffs computed")
-        gates.append(ChangeGate(_segment_filter(where, name, [*group_by, *columns]), k, amount, is_relative))
-    return gates
+            raise ConfigError(f"{spelling.key} names k = {k_text.strip()}, which is not among the cutoffs computed")
+        gates.append(Gate(kind, _segment_filter(where, spelling, allowed), k, amount, relative))
+    return tuple(gates)
 
 
 def _cutoff(text: str) -> Cutoff:
-    """A cutoff as written (``10``, ``all``), or -1 when it is not one."""
-    text = text.strip()
-    if text.lower() == WHOLE_LIST:
-        return None
-    return int(text) if text.isdigit() and int(text) > 0 else -1
+    """A cutoff as written (``10``, ``all``; :func:`~ndcg_spark.options.parse_cutoff`), or -1."""
+    try:
+        return parse_cutoff(text.strip()) if text.strip() else -1
+    except ConfigError:
+        return -1
 
 
 def _amount(text: str, relative: bool) -> Tuple[Optional[float], bool]:
@@ -143,83 +171,19 @@ def _amount(text: str, relative: bool) -> Tuple[Optional[float], bool]:
     return value, is_relative
 
 
-def _segment_filter(
-    where: str, name: str, allowed: Sequence[str], unknown: str = "is not a column to filter on ({known})"
-) -> Tuple[Tuple[str, str], ...]:
+def _segment_filter(where: str, spelling: Kind, allowed: Sequence[str]) -> Tuple[Tuple[str, str], ...]:
     """``model=v2&country=kr`` as (column, value) pairs, each column one of ``allowed``."""
     pairs = []
     for condition in filter(None, (c.strip() for c in where.split("&"))):
         column, sep, value = condition.partition("=")
         if not sep or not column.strip():
-            raise ConfigError(f"{name} segment {condition!r} must look like column=value")
+            raise ConfigError(f"{spelling.key} segment {condition!r} must look like column=value")
         if column.strip() not in allowed:
             known = ", ".join(allowed) or "none"
-            raise ConfigError(f"{name} segment {condition!r}: {column.strip()} {unknown.format(known=known)}")
+            unknown = spelling.unknown.format(known=known)
+            raise ConfigError(f"{spelling.key} segment {condition!r}: {column.strip()} {unknown}")
         pairs.append((column.strip(), value.strip()))
     return tuple(pairs)
-
-
-def segment_text(row: Dict[str, Any], columns: Sequence[str]) -> str:
-    """``model=v2, country=kr`` for the row's segment columns (empty without segments)."""
-    return ", ".join(f"{c}={row.get(c)}" for c in columns)
-
-
-# ----------------------------------------------------------------------------- gates of ndcg-spark
-
-
-@dataclass(frozen=True)
-class Gate:
-    """A quality gate (``--fail-below``): mean NDCG@``k`` of the segments matching ``where`` must
-    reach ``threshold``.
-
-    ``where`` is (column, value) pairs, each column a ``group_by`` column; empty holds every segment.
-    """
-
-    where: Tuple[Tuple[str, str], ...]
-    k: Cutoff
-    threshold: float
-
-    @classmethod
-    def parse_all(cls, text: Optional[str], options: EvaluationOptions) -> Tuple[Gate, ...]:
-        """``fail_below`` ("10:0.25,5:0.2", "model=v2:10:0.25") as gates, checked against the options.
-
-        Examples
-        --------
-        >>> Gate.parse_all("model=v2:10:0.25", EvaluationOptions(k=[10], group_by=["model"]))
-        (Gate(where=(('model', 'v2'),), k=10, threshold=0.25),)
-        """
-        from ndcg_spark.job.flags import parse_cutoff
-
-        if not text:
-            return ()
-        gates = []
-        for part in str(text).split(","):
-            fields = part.strip().rsplit(":", 2)
-            where = fields.pop(0) if len(fields) == 3 else ""
-            k_text, threshold = fields if len(fields) == 2 else ("", "")
-            try:
-                k = parse_cutoff(k_text)
-                value = float(threshold)
-            except (ConfigError, ValueError):
-                k, value = -1, float("nan")
-            if k == -1 or not 0.0 <= value <= 1.0:
-                raise ConfigError(
-                    f"fail_below = {text!r}: expected [column=value:]k:threshold, e.g. 10:0.25 or model=v2:10:0.25"
-                )
-            if k not in options.cutoffs:
-                raise ConfigError(f"fail_below names k = {k_text.strip()}, which is not among the cutoffs computed")
-            segments = _segment_filter(where, "fail_below", options.group_by, "is not a group_by column")
-            gates.append(cls(segments, k, value))
-        return tuple(gates)
-
-    def selects(self, row: Dict[str, Any]) -> bool:
-        """Whether a summary row is one this gate holds: its k, and its segment values as text."""
-        return row["k"] == self.k and all(row[c] is not None and str(row[c]) == v for c, v in self.where)
-
-
-#: What the regression gate compares with: the most recent earlier complete run, or the most
-#: recent earlier one whose gates all passed.
-DROP_BASELINES = ("last", "last_passed")
 
 
 @dataclass(frozen=True)
@@ -231,8 +195,8 @@ class DropGates:
     ----------
     spec : str
         The gates as written (``10:0.02,model=v2:10:2%``).
-    gates : tuple of ChangeGate
-        The parsed gates.
+    gates : tuple of Gate
+        The parsed gates (kind ``drop``).
     on_estimate : bool
         Fail on the mean difference alone, whatever its interval.
     baseline : {"last", "last_passed"}
@@ -240,28 +204,29 @@ class DropGates:
     """
 
     spec: str
-    gates: Tuple[ChangeGate, ...]
+    gates: Tuple[Gate, ...]
     on_estimate: bool = False
     baseline: str = "last"
 
     @classmethod
     def parse(
-        cls, spec: Any, on_estimate: bool, baseline: Any, options: EvaluationOptions, partitioned: bool
-    ) -> Optional[DropGates]:
-        """The gates of ``fail_if_drop`` (None when not asked for), checked against the options.
+        cls, spec: Any, on_estimate: bool, baseline: Any, group_by: Sequence[str], cutoffs: Sequence[Cutoff],
+        partitioned: bool,
+    ) -> Optional[DropGates]:  # fmt: skip
+        """The gates of ``fail_if_drop`` (None when not asked for).
 
         The switches are checked whether or not a gate is asked for; a gate needs the run to own a
         partition (``partitioned``): the runs it compares are the partitions of one output.
 
         Examples
         --------
-        >>> DropGates.parse("10:2%", False, "last", EvaluationOptions(k=[10]), True).gates
-        (ChangeGate(where=(), k=10, amount=0.02, relative=True),)
+        >>> DropGates.parse("10:2%", False, "last", (), [10], True).gates
+        (Gate(kind='drop', where=(), k=10, amount=0.02, relative=True),)
         """
         baseline = "last" if baseline is None else baseline
         if baseline not in DROP_BASELINES:
             raise ConfigError(f"drop_baseline = {baseline!r} is not one of {', '.join(DROP_BASELINES)}")
-        gates = tuple(parse_change_gates(spec, "fail_if_drop", options.group_by, options.cutoffs))
+        gates = parse_gates("drop", spec, group_by, cutoffs)
         if not gates:
             return None
         if not partitioned:
@@ -273,86 +238,185 @@ class DropGates:
         return cls(text, gates, bool(on_estimate), baseline)
 
 
-# ----------------------------------------------------------------------------- non-inferiority
+# ----------------------------------------------------------------------------- the check
 
 
-def parse_worse_gates(
-    spec: Any, group_by: Sequence[str] = (), cutoffs: Optional[Sequence[Cutoff]] = None
-) -> List[ChangeGate]:
-    """``--fail-if-worse [column=value:]k:margin[,...]``: absolute margins; a filter may name a
-    segment column or ``baseline_model`` / ``candidate_model``."""
-    return parse_change_gates(spec, "fail_if_worse", group_by, cutoffs, relative=False, columns=MODEL_COLUMNS)
+@dataclass(frozen=True)
+class Checked:
+    """One gate held against one row it selects (or against nothing, when it selects no row).
 
+    The figures are those of the row the gate read; a kind leaves the others None.
 
-def non_inferiority(
-    rows: List[Dict[str, Any]], gates: Sequence[ChangeGate], group_by: Sequence[str] = ()
-) -> List[Dict[str, Any]]:
-    """Each ``--fail-if-worse`` gate held against every comparison row it selects.
-
-    A candidate fails when it is worse than its baseline by more than the margin with 95%
-    confidence: the upper end of the interval of the paired difference (candidate - baseline)
-    lies below ``-margin``. A pair without an interval (fewer than two pairs of users) is not
-    shown to be worse and passes; a gate that selects no row fails, so a typo in a filter
-    cannot let a candidate through.
-
-    Parameters
+    Attributes
     ----------
-    rows : list of dict
-        Compare's result rows (``ModelComparison.report()``, or ``comparison`` of
-        ``comparison.json``): segments, ``k``, ``mean_difference``, ``difference_ci_low``,
-        ``difference_ci_high``, ``pairs`` and, for N models, ``baseline_model`` and ``candidate_model``.
-    gates : sequence of ChangeGate
-        From :func:`parse_worse_gates`.
-    group_by : sequence of str
-        The segment columns.
+    gate : Gate
+    segment : dict
+        The row's segment values (the gate's filter when it selected no row).
+    passed : bool
+    threshold : float or None
+        The floor; the drop allowed as an NDCG difference (None: relative, with no earlier mean);
+        the margin.
+    users : int or None
+        Users in the mean (floor), users in common (drop), pairs (worse); None when no row.
+    mean : float or None
+        Mean NDCG (floor); tonight's mean over the users in common (drop).
+    mean_previous : float or None
+        The earlier run's mean over the users in common (drop).
+    mean_difference, difference_ci_low, difference_ci_high : float or None
+        The paired difference and its 95% interval (drop: tonight - earlier; worse: candidate -
+        baseline).
+    baseline_model, candidate_model : str or None
+        The pair a ``worse`` gate held.
+    """
 
-    Returns
-    -------
-    list of dict
-        One record per (gate, row): ``segment``, ``k``, ``margin``, the model names, ``pairs``,
-        ``mean_difference``, ``difference_ci_low``, ``difference_ci_high`` and ``passed``.
+    gate: Gate
+    segment: Dict[str, Any]
+    passed: bool
+    threshold: Optional[float] = None
+    users: Optional[int] = None
+    mean: Optional[float] = None
+    mean_previous: Optional[float] = None
+    mean_difference: Optional[float] = None
+    difference_ci_low: Optional[float] = None
+    difference_ci_high: Optional[float] = None
+    baseline_model: Optional[str] = None
+    candidate_model: Optional[str] = None
+    #: Whether the gate selected a row at all.
+    found: bool = field(default=True)
+
+    @property
+    def kind(self) -> str:
+        return self.gate.kind
+
+    @property
+    def k(self) -> Cutoff:
+        return self.gate.k
+
+    def to_json(self) -> Dict[str, Any]:
+        """The record the manifest keeps (``quality_gates``, ``regression_gate.gates``, ``non_inferiority``)."""
+        head = {"gate": self.gate.describe(), "segment": self.segment, "k": self.k}
+        interval = {"difference_ci_low": self.difference_ci_low, "difference_ci_high": self.difference_ci_high}
+        if self.kind == "floor":
+            body = {"threshold": self.threshold, "users": self.users, "mean_ndcg": self.mean}
+        elif self.kind == "drop":
+            body = {
+                "threshold": self.threshold,
+                "users_in_common": self.users if self.found else 0,
+                "mean_previous": self.mean_previous,
+                "mean_current": self.mean,
+                "mean_difference": self.mean_difference,
+                **interval,
+            }
+        else:
+            body = {
+                "margin": self.threshold,
+                "baseline_model": self.baseline_model,
+                "candidate_model": self.candidate_model,
+                "pairs": self.users,
+                "mean_difference": self.mean_difference,
+                **interval,
+            }
+        return {**head, **body, "passed": self.passed}
+
+    @classmethod
+    def from_json(cls, kind: str, record: Mapping[str, Any]) -> Checked:
+        """A record as :meth:`to_json` wrote it (missing figures read as None)."""
+        get = record.get
+        gate = _recorded_gate(kind, get("gate"), get("k"), get("margin") if kind == "worse" else get("threshold"))
+        users = {"floor": get("users"), "drop": get("users_in_common"), "worse": get("pairs")}[kind]
+        return cls(
+            gate,
+            dict(get("segment") or {}),
+            bool(get("passed", True)),
+            threshold=get("margin") if kind == "worse" else get("threshold"),
+            users=users,
+            mean=get("mean_ndcg") if kind == "floor" else get("mean_current"),
+            mean_previous=get("mean_previous"),
+            mean_difference=get("mean_difference"),
+            difference_ci_low=get("difference_ci_low"),
+            difference_ci_high=get("difference_ci_high"),
+            baseline_model=get("baseline_model"),
+            candidate_model=get("candidate_model"),
+            found=not (kind == "floor" and users is None) and not (kind == "worse" and users is None),
+        )
+
+
+def _recorded_gate(kind: str, text: Optional[str], k: Cutoff, amount: Optional[float]) -> Gate:
+    """The gate a record names (its spelling when recorded; else its k and amount)."""
+    if text:
+        try:
+            return parse_gates(kind, text, [c for c, _ in _filter_columns(text)])[0]
+        except ConfigError:
+            pass
+    return Gate(kind, (), k, amount if amount is not None else math.nan)
+
+
+def _filter_columns(text: str) -> List[Tuple[str, str]]:
+    where = text.rsplit(":", 2)[0] if text.count(":") >= 2 else ""
+    return [tuple(c.split("=", 1)) for c in where.split("&") if "=" in c]  # type: ignore[misc]
+
+
+def check(
+    gates: Sequence[Gate], rows: Sequence[Mapping[str, Any]], group_by: Sequence[str] = (), *,
+    point_estimate: bool = False,
+) -> List[Checked]:  # fmt: skip
+    """Each gate held against every row it selects, in the order of the gates then the rows.
+
+    - **floor** (rows: the summary): passes when the segment's mean NDCG reaches the floor; a
+      segment without users in the mean does not.
+    - **drop** (rows: the paired changes of :func:`~ndcg_spark.job.regression.paired_change`):
+      fails when NDCG fell by more than the allowed drop (a relative one is a share of the
+      earlier mean) and, unless ``point_estimate``, the 95% interval of the paired difference
+      lies below 0: a fall the interval cannot tell from noise passes.
+    - **worse** (rows: compare's): fails when the candidate is worse than its baseline by more
+      than the margin with 95% confidence (the interval's upper end below ``-margin``); a pair
+      without an interval (fewer than two users) is not shown to be worse and passes.
+
+    A gate that selects no row fails, whatever its kind: a typo in a filter must not let a run
+    through.
+
+    Examples
+    --------
+    >>> floor = parse_gates("floor", "10:0.3")
+    >>> [c.passed for c in check(floor, [{"k": 10, "users": 5, "mean_ndcg": 0.25}])]
+    [False]
     """
     checked = []
     for gate in gates:
         selected = [r for r in rows if gate.selects(r)]
-        for r in selected:
-            high = r.get("difference_ci_high")
-            checked.append(
-                {
-                    "gate": gate.describe(),
-                    "segment": {c: r.get(c) for c in group_by},
-                    "k": gate.k,
-                    "margin": gate.amount,
-                    "baseline_model": r.get("baseline_model"),
-                    "candidate_model": r.get("candidate_model"),
-                    "pairs": r.get("pairs"),
-                    "mean_difference": r.get("mean_difference"),
-                    "difference_ci_low": r.get("difference_ci_low"),
-                    "difference_ci_high": high,
-                    "passed": high is None or high >= -gate.amount,
-                }
-            )
+        checked += [_held(gate, r, group_by, point_estimate) for r in selected]
         if not selected:
-            checked.append(
-                {
-                    "gate": gate.describe(),
-                    "segment": dict(gate.where),
-                    "k": gate.k,
-                    "margin": gate.amount,
-                    "baseline_model": None,
-                    "candidate_model": None,
-                    "pairs": None,
-                    "mean_difference": None,
-                    "difference_ci_low": None,
-                    "difference_ci_high": None,
-                    "passed": False,
-                }
-            )
+            threshold = gate.threshold(None)
+            checked.append(Checked(gate, dict(gate.where), False, threshold=threshold, found=False))
     return checked
 
 
-def margins_by_k(gates: Sequence[ChangeGate]) -> Dict[Cutoff, List[float]]:
-    """{k: the gates' margins at k}, as :func:`ndcg_spark._report_compare.render_comparison` draws them."""
+def _held(gate: Gate, r: Mapping[str, Any], group_by: Sequence[str], point_estimate: bool) -> Checked:
+    segment = {c: r.get(c) for c in group_by}
+    if gate.kind == "floor":
+        mean = r["mean_ndcg"]
+        passed = mean is not None and mean >= gate.amount
+        return Checked(gate, segment, passed, threshold=gate.amount, users=r["users"], mean=mean)
+    high = r.get("difference_ci_high")
+    figures = dict(
+        mean_difference=r.get("mean_difference"), difference_ci_low=r.get("difference_ci_low"), difference_ci_high=high
+    )
+    if gate.kind == "drop":
+        threshold = gate.threshold(r["mean_previous"])
+        exceeds = threshold is not None and -r["mean_difference"] > threshold
+        sure = point_estimate or (high is not None and high < 0)
+        return Checked(
+            gate, segment, not (exceeds and sure), threshold=threshold, users=r["users_in_common"],
+            mean=r["mean_current"], mean_previous=r["mean_previous"], **figures,
+        )  # fmt: skip
+    return Checked(
+        gate, segment, high is None or high >= -gate.amount, threshold=gate.amount, users=r.get("pairs"),
+        baseline_model=r.get("baseline_model"), candidate_model=r.get("candidate_model"), **figures,
+    )  # fmt: skip
+
+
+def margins_by_k(gates: Sequence[Gate]) -> Dict[Cutoff, List[float]]:
+    """{k: the gates' margins at k}, as compare's report draws them on its difference charts."""
     margins: Dict[Cutoff, List[float]] = {}
     for gate in gates:
         margins.setdefault(gate.k, []).append(gate.amount)

@@ -21,6 +21,7 @@ from ndcg_spark.errors import ConfigError, InputDataError
 from ndcg_spark.job import publish, storage
 from ndcg_spark.job.config import Partition
 from ndcg_spark.job.console import text_table
+from ndcg_spark.job.result import RunResult
 from ndcg_spark.job.verdict import gates_summary
 
 RUN_DATE = "run_date"
@@ -67,15 +68,16 @@ def complete_runs(spark, output: str, key: str = RUN_DATE) -> List[str]:
     return sorted(values)
 
 
-def read_manifest(spark, output: str, value: str, key: str = RUN_DATE) -> Dict[str, Any]:
-    """The manifest (``summary.json``) of the complete run of ``key=value`` in ``output``."""
+def read_manifest(spark, output: str, value: str, key: str = RUN_DATE) -> RunResult:
+    """The result of the complete run of ``key=value`` in ``output``, read from its marker
+    (``summary.json``)."""
     files = storage.files_for(spark, output)
     path = run_place(files, value, key).marker
     try:
         text = files.read_text(path)
         if text is None:
             raise FileNotFoundError("it does not exist")
-        return json.loads(text)
+        return RunResult.from_json(json.loads(text), "evaluate")
     except Exception as exc:  # OSError, bad JSON, or Hadoop's own errors through py4j
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise InputDataError(f"cannot read the manifest {path}: {reason}") from None
@@ -83,8 +85,8 @@ def read_manifest(spark, output: str, value: str, key: str = RUN_DATE) -> Dict[s
 
 def read_history(
     spark, output: str, key: str = RUN_DATE, last: Optional[int] = None, before: Optional[str] = None
-) -> List[Tuple[str, Dict[str, Any]]]:
-    """(value, manifest) of the complete runs, oldest first: the ``last`` ones only when given,
+) -> List[Tuple[str, RunResult]]:
+    """(value, result) of the complete runs, oldest first: the ``last`` ones only when given,
     and only those before ``before`` when given."""
     values = [v for v in complete_runs(spark, output, key) if before is None or v < before]
     if last is not None:
@@ -118,20 +120,18 @@ def previous_intact_run(
     return None, skipped
 
 
-def missing_tables(files: storage.Files, value: str, key: str, manifest: Dict[str, Any]) -> List[str]:
-    """The tables a run's manifest vouches for that are no longer there (deleted by hand, say)."""
-    tables = (manifest.get("run") or {}).get("tables")
-    if not isinstance(tables, dict):  # a manifest of an older version: its per-user table
+def missing_tables(files: storage.Files, value: str, key: str, result: RunResult) -> List[str]:
+    """The tables a run's marker vouches for that are no longer there (deleted by hand, say)."""
+    tables = result.published.tables if result.published else None
+    if tables is None:  # a marker of an older version: its per-user table
         place = run_place(files, value, key)
         return [] if files.exists(place.table("per_user")) else ["per_user"]
     return [name for name, t in tables.items() if not files.exists(files.path(t.get("path", "")))]
 
 
-def gates_passed(manifest: Dict[str, Any]) -> bool:
-    """Whether every gate recorded in a manifest passed (``quality_gates``, ``regression_gate``)."""
-    floors = all(g.get("passed", True) for g in manifest.get("quality_gates") or [])
-    drops = all(g.get("passed", True) for g in (manifest.get("regression_gate") or {}).get("gates") or [])
-    return floors and drops
+def gates_passed(result: RunResult) -> bool:
+    """Whether every gate a run recorded passed (its floors and its drop gate)."""
+    return not result.failed
 
 
 def read_per_user(spark, output: str, value: str, key: str = RUN_DATE) -> DataFrame:
@@ -159,14 +159,14 @@ def partition_key(spark, output: str) -> str:
 # ----------------------------------------------------------------------------- the history table
 
 
-def history_rows(runs: Sequence[Tuple[str, Dict[str, Any]]], key: str = RUN_DATE) -> List[Dict[str, Any]]:
+def history_rows(runs: Sequence[Tuple[str, RunResult]], key: str = RUN_DATE) -> List[Dict[str, Any]]:
     """One row per run, segment and k: the partition value under ``key``, the segment columns,
     ``k`` and the figures of :data:`HISTORY_COLUMNS` (``None`` where a run did not record one)."""
     rows = []
     segments = history_segments(runs)
-    for value, manifest in runs:
-        gates = gates_summary(manifest)
-        for m in manifest.get("metrics") or []:
+    for value, result in runs:
+        gates = gates_summary(result)
+        for m in result.metrics:
             row = {key: value, **{c: m.get(c) for c in segments}, "k": m.get("k")}
             row.update({c: m.get(c) for c, _ in HISTORY_COLUMNS})
             row["gates"] = gates
@@ -174,12 +174,11 @@ def history_rows(runs: Sequence[Tuple[str, Dict[str, Any]]], key: str = RUN_DATE
     return rows
 
 
-def history_segments(runs: Sequence[Tuple[str, Dict[str, Any]]]) -> List[str]:
+def history_segments(runs: Sequence[Tuple[str, RunResult]]) -> List[str]:
     """The segment columns of any of the runs, in the order first met."""
     seen: List[str] = []
-    for _, manifest in runs:
-        group_by = (manifest.get("settings") or {}).get("group_by") or []
-        seen += [c for c in ([group_by] if isinstance(group_by, str) else group_by) if c not in seen]
+    for _, result in runs:
+        seen += [c for c in result.group_by if c not in seen]
     return seen
 
 
@@ -210,7 +209,7 @@ def broken_lines(broken: Dict[str, List[str]], key: str = RUN_DATE) -> List[str]
 
 
 def trend_rows(
-    runs: Sequence[Tuple[str, Dict[str, Any]]],
+    runs: Sequence[Tuple[str, RunResult]],
     current: Optional[Tuple[str, List[Dict[str, Any]]]] = None,
     key: str = RUN_DATE,
     last: int = 14,
@@ -221,7 +220,7 @@ def trend_rows(
     report is) in place of a run of the same value."""
     runs = [(v, m) for v, m in runs if current is None or v != current[0]]
     if current is not None:
-        runs.append((current[0], {"metrics": current[1], "settings": {"group_by": list(group_by)}}))
+        runs.append((current[0], RunResult("evaluate", {"group_by": list(group_by)}, metrics=tuple(current[1]))))
     runs.sort(key=lambda run: run[0])
     return history_rows(runs[-last:] if last > 0 else [], key)
 

@@ -24,12 +24,13 @@ from ndcg_spark.errors import ConfigError, InputDataError, NdcgError, RowCheckFa
 from ndcg_spark.evaluation import evaluate_rows
 from ndcg_spark.job import history, interrupts, lease, publish, regression, storage, tracking, verdict
 from ndcg_spark.job.config import CompareConfig, EvaluateConfig
-from ndcg_spark.job.gates import margins_by_k, non_inferiority
+from ndcg_spark.job.gates import check, margins_by_k
+from ndcg_spark.job.result import Published, RunResult
 from ndcg_spark.options import EvaluationOptions
 from ndcg_spark.validation import validate
 
 
-def main(spark, config: EvaluateConfig) -> Dict[str, Any]:
+def main(spark, config: EvaluateConfig) -> RunResult:
     """Read both tables, evaluate, hold the gates (``--fail-below``, and ``--fail-if-drop``
     against the previous complete run), and publish ``per_user/``, ``summary/`` (and
     ``rejected/``, ``report.html``) with the manifest (``summary.json``, or
@@ -39,13 +40,13 @@ def main(spark, config: EvaluateConfig) -> Dict[str, Any]:
     return _run(spark, config, _evaluate)
 
 
-def compare_main(spark, config: CompareConfig) -> Dict[str, Any]:
+def compare_main(spark, config: CompareConfig) -> RunResult:
     """``ndcg-spark compare``: paired per-user NDCG of two or more models; publishes
     ``per_user/`` (the pairs), ``comparison/``, ``report.html`` and ``comparison.json``."""
     return _run(spark, config, _compare)
 
 
-def _run(spark, config, compute: Callable) -> Dict[str, Any]:
+def _run(spark, config, compute: Callable) -> RunResult:
     """Check, lock, recover, compute into staging, publish: the protocol around each command."""
     started = time.time()
     storage.check_connect(spark, config)
@@ -69,18 +70,18 @@ def _run(spark, config, compute: Callable) -> Dict[str, Any]:
                 held.ensure()
 
             try:
-                manifest = compute(spark, config, stage)
-                manifest["run"] = {"id": run_id, "output": root, "broke_lock_of": held.broke, **stage.describe()}
-                manifest["duration_seconds"] = round(time.time() - started, 3)
-                stage.publish(manifest, guard)
+                computed = compute(spark, config, stage)
+                published = Published(run_id, root, held.broke, **stage.describe())
+                result = computed.finished(published, round(time.time() - started, 3))
+                stage.publish(result.to_json(), guard)
             finally:
                 stage.discard()
     finally:
         publish.tidy(place, made_output)
-    return manifest
+    return result
 
 
-def _evaluate(spark, config: EvaluateConfig, stage: publish.Staging) -> Dict[str, Any]:
+def _evaluate(spark, config: EvaluateConfig, stage: publish.Staging) -> RunResult:
     # Let adaptive execution coalesce the partitions of the cached per-user frame, or a small
     # input is written as spark.sql.shuffle.partitions tiny files.
     spark.conf.set("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "true")
@@ -94,12 +95,12 @@ def _evaluate(spark, config: EvaluateConfig, stage: publish.Staging) -> Dict[str
     # The rows read are counted on the evaluation's own pass over each table, not by a pass of their own.
     rows, recs_read = counted(_inputs.as_rows(recs, opts))
     rel, rel_read = counted(rel)
-    result = evaluate_rows(rows, rel, opts, attributes).persist()
+    evaluation = evaluate_rows(rows, rel, opts, attributes).persist()
     # Each output's plan built once (the cached frame is the one computation they share).
-    per_user, summary = result.per_user, result.summary
+    per_user, summary = evaluation.per_user, evaluation.summary
     part = config.output.partition
     try:
-        check_partition_column(part, per_user, summary, *(result.rejected or {}).values())
+        check_partition_column(part, per_user, summary, *(evaluation.rejected or {}).values())
         # The first action computes the cached per-user figures, checks and counts on the way.
         write_per_user = functools.partial(storage.write_table, per_user, stage.table("per_user"))
         explain_input_errors(write_per_user, [recs], rel, opts)
@@ -111,8 +112,8 @@ def _evaluate(spark, config: EvaluateConfig, stage: publish.Staging) -> Dict[str
         # and the figures reported are read back from the table written.
         storage.write_table(summary, stage.table("summary"))
         metrics = [row.asDict() for row in spark.read.parquet(stage.table("summary")).collect()]
-        sums = result.row_accounting()
-        rejected = write_rejected(spark, result.rejected, stage)
+        sums = evaluation.row_accounting()
+        rejected = write_rejected(spark, evaluation.rejected, stage)
         drop = None
         if config.drop:
             # Tonight's per-user figures are cached: the pairing with the previous run reads them again.
@@ -121,32 +122,31 @@ def _evaluate(spark, config: EvaluateConfig, stage: publish.Staging) -> Dict[str
                 opts.user_col, key=part.key, point_estimate=config.drop.on_estimate,
                 passed_only=config.drop.baseline == "last_passed",
             )  # fmt: skip
-        gates = {
-            "quality_gates": quality_gates(config, metrics),
-            "regression_gate": drop.to_dict() if drop else None,
-            "partition": {part.key: part.value} if part else None,
-        }
+        result = RunResult(
+            "evaluate",
+            config.to_dict(),
+            read,
+            spark.version,
+            {part.key: part.value} if part else None,
+            metrics=tuple(metrics),
+            rows=account_rows(read, rejected, sums),
+            floors=tuple(check(config.gates, metrics, opts.group_by)),
+            drop=drop,
+        )
         if config.output.report:
             bins = [r.asDict() for r in ndcg_histogram(per_user, opts.group_by).collect()]
             trend, key = trend_of(spark, config, metrics, stage.place.files.root), part.key if part else "run_date"
             page = render(
                 metrics, bins, opts.group_by, notes=report_notes(config, opts), options=opts, trend=trend,
-                trend_key=key, verdict=verdict.gate_lines("evaluate", gates), limits=verdict.limits(gates),
+                trend_key=key, verdict=verdict.gate_lines(result), limits=verdict.limits(result),
             )  # fmt: skip
             stage.file("report.html", page)
     finally:
-        result.unpersist()
-    return {
-        "metrics": metrics,
-        "rows": account_rows(read, rejected, sums),
-        **gates,
-        "settings": config.to_dict(),
-        "input_rows": read,
-        "spark_version": spark.version,
-    }
+        evaluation.unpersist()
+    return result
 
 
-def _compare(spark, config: CompareConfig, stage: publish.Staging) -> Dict[str, Any]:
+def _compare(spark, config: CompareConfig, stage: publish.Staging) -> RunResult:
     rel = storage.read_input(spark, config, "relevance")
     attributes = None
     if config.inputs.user_attributes:
@@ -194,19 +194,20 @@ def _compare(spark, config: CompareConfig, stage: publish.Staging) -> Dict[str, 
         result.unpersist()
     if rows:
         storage.write_table(comparison_table(spark, rows, typed), stage.table("comparison"))
-    gates = {"non_inferiority": non_inferiority(rows, config.worse_gates, opts.group_by)}
+    outcome = RunResult(
+        "compare",
+        config.to_dict(),
+        read,
+        spark.version,
+        {part.key: part.value} if part else None,
+        comparison=tuple(rows),
+        worse=tuple(check(config.worse_gates, rows, opts.group_by)),
+    )
     if config.output.report:
         notes = {**report_notes(config, opts), "correction": config.correction}
-        margins, lines = margins_by_k(config.worse_gates), verdict.gate_lines("compare", gates)
+        margins, lines = margins_by_k(config.worse_gates), verdict.gate_lines(outcome)
         stage.file("report.html", render_comparison(rows, opts.group_by, notes=notes, margins=margins, verdict=lines))
-    return {
-        "comparison": rows,
-        **gates,
-        "partition": {part.key: part.value} if part else None,
-        "settings": config.to_dict(),
-        "input_rows": read,
-        "spark_version": spark.version,
-    }
+    return outcome
 
 
 def comparison_table(spark, rows: List[Dict[str, Any]], summary: T.StructType):
@@ -236,10 +237,10 @@ def trend_of(
     return history.trend_rows(earlier, (part.value, metrics), part.key, last, config.options.group_by)
 
 
-def track(spark, config, manifest: Dict[str, Any], gate_failed: Optional[bool]) -> str:
+def track(spark, config, result: RunResult, gate_failed: Optional[bool]) -> str:
     """Log a published run to MLflow (``config.mlflow``): the marker and the report as they were
     published, read back from the output. Returns the MLflow run id."""
-    output = (manifest.get("run") or {}).get("output") or config.output.path
+    output = result.output or config.output.path
     place = publish.Place(storage.files_for(spark, output), config.command, config.output.partition)
     texts = {}
     for path in (place.marker, f"{place.marker_dir}/report.html"):
@@ -247,13 +248,9 @@ def track(spark, config, manifest: Dict[str, Any], gate_failed: Optional[bool]) 
         if text is not None:
             texts[path.rsplit("/", 1)[-1]] = text
     return tracking.log_run(
-        manifest,
-        experiment=config.mlflow.experiment,
-        tracking_uri=config.mlflow.tracking_uri,
-        texts=texts,
-        command=config.command,
+        result, experiment=config.mlflow.experiment, tracking_uri=config.mlflow.tracking_uri, texts=texts,
         gate_failed=gate_failed,
-    )
+    )  # fmt: skip
 
 
 def report_notes(config, opts: EvaluationOptions) -> Dict[str, Any]:
@@ -339,43 +336,3 @@ def account_rows(read: Dict[str, int], rejected: Dict[str, Dict[str, int]], sums
                 f"set aside {sum(t['set_aside'].values())} {t['set_aside']}"
             )
     return tables
-
-
-def quality_gates(config: EvaluateConfig, metrics: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
-    """Each ``--fail-below`` gate held against every segment it selects, with the segment's
-    mean and whether it passed.
-
-    A gate without a filter holds every segment (a null segment value included); one with a
-    filter (``model=v2``) the segments whose value, as text, is the one given. A gate that
-    selects no segment, or a segment without users in the mean, does not pass: a typo in a
-    filter must not let a run through.
-    """
-    group_by = config.options.group_by
-    checked = []
-    for gate in config.gates:
-        k, threshold = gate.k, gate.threshold
-        rows = [m for m in metrics if gate.selects(m)]
-        for m in rows:
-            mean = m["mean_ndcg"]
-            checked.append(
-                {
-                    "segment": {c: m[c] for c in group_by},
-                    "k": k,
-                    "threshold": threshold,
-                    "users": m["users"],
-                    "mean_ndcg": mean,
-                    "passed": mean is not None and mean >= threshold,
-                }
-            )
-        if not rows:
-            checked.append(
-                {
-                    "segment": dict(gate.where),
-                    "k": k,
-                    "threshold": threshold,
-                    "users": None,
-                    "mean_ndcg": None,
-                    "passed": False,
-                }
-            )
-    return checked

@@ -10,8 +10,8 @@ k is collected, from which the 95% interval of the mean paired difference is com
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence
+from dataclasses import replace
+from typing import Any, Dict, List, Sequence
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -19,17 +19,11 @@ from pyspark.sql import functions as F
 from ndcg_spark._sql import ident
 from ndcg_spark._stats import paired_t_test
 from ndcg_spark.errors import InputDataError
-from ndcg_spark.job.gates import ChangeGate, parse_change_gates
+from ndcg_spark.job.gates import Gate, check
 from ndcg_spark.job.history import RUN_DATE, previous_intact_run, read_per_user
+from ndcg_spark.job.result import DropOutcome
 from ndcg_spark.job.storage import shown
-from ndcg_spark.job.verdict import describe_change, skipped_text
-from ndcg_spark.options import Cutoff
-
-
-def parse_drop_gates(spec: Any, group_by: Sequence[str] = (), cutoffs: Optional[Sequence[Cutoff]] = None):
-    """``--fail-if-drop [column=value:]k:drop[,...]``; ``drop`` absolute (``0.02``) or a share
-    of the previous run's mean (``2%``). Raises ConfigError (one line) on a bad spelling."""
-    return parse_change_gates(spec, "fail_if_drop", group_by, cutoffs)
+from ndcg_spark.job.verdict import drop_line
 
 
 def paired_change(
@@ -89,110 +83,19 @@ def paired_change(
     return rows
 
 
-@dataclass(frozen=True)
-class RegressionOutcome:
-    """The regression gate's decision.
-
-    Attributes
-    ----------
-    current, previous : str or None
-        The partition values compared (``previous`` None: no earlier complete run).
-    checked : list of dict
-        One record per (gate, segment it selects): ``gate``, ``segment``, ``k``, ``threshold``
-        (as an NDCG difference), ``users_in_common``, ``mean_previous``, ``mean_current``,
-        ``mean_difference``, ``difference_ci_low``, ``difference_ci_high``, ``passed``.
-    message : str
-        One line: what was compared and the decision (the first failure when any).
-    skipped : list of str
-        The later runs passed over because a table of theirs is gone.
-    """
-
-    current: str
-    previous: Optional[str]
-    checked: List[Dict[str, Any]] = field(default_factory=list)
-    message: str = ""
-    skipped: List[str] = field(default_factory=list)
-
-    @property
-    def failed(self) -> bool:
-        """Whether any gate failed (the job then exits 4, its outputs written)."""
-        return any(not g["passed"] for g in self.checked)
-
-    def to_dict(self) -> Dict[str, Any]:
-        """The decision as the manifest records it."""
-        return {
-            "current": self.current,
-            "previous": self.previous,
-            "skipped": self.skipped,
-            "gates": self.checked,
-            "message": self.message,
-        }
-
-
-def check_drops(
-    gates: Sequence[ChangeGate],
-    changes: List[Dict[str, Any]],
-    group_by: Sequence[str] = (),
-    *,
-    point_estimate: bool = False,
-) -> List[Dict[str, Any]]:
-    """Each drop gate held against every row of :func:`paired_change` it selects.
-
-    A gate fails a segment when NDCG fell by more than its threshold (the previous mean less
-    tonight's, over the users in common) and, unless ``point_estimate``, the 95% interval of the
-    paired difference lies below 0 (a fall the interval cannot tell from noise passes). A
-    relative threshold is a share of the previous mean. A gate that selects no row with users
-    in common fails: a typo in a filter must not let a run through.
-    """
-    checked = []
-    for gate in gates:
-        selected = [r for r in changes if gate.selects(r)]
-        for r in selected:
-            threshold = gate.threshold(r["mean_previous"])
-            high = r["difference_ci_high"]
-            exceeds = threshold is not None and -r["mean_difference"] > threshold
-            sure = point_estimate or (high is not None and high < 0)
-            checked.append(
-                {
-                    "gate": gate.describe(),
-                    "segment": {c: r[c] for c in group_by},
-                    "k": gate.k,
-                    "threshold": threshold,
-                    **{c: r[c] for c in ("users_in_common", "mean_previous", "mean_current", "mean_difference")},
-                    "difference_ci_low": r["difference_ci_low"],
-                    "difference_ci_high": high,
-                    "passed": not (exceeds and sure),
-                }
-            )
-        if not selected:
-            checked.append(
-                {
-                    "gate": gate.describe(),
-                    "segment": dict(gate.where),
-                    "k": gate.k,
-                    "threshold": gate.amount if not gate.relative else None,
-                    "users_in_common": 0,
-                    **dict.fromkeys(("mean_previous", "mean_current", "mean_difference")),
-                    **dict.fromkeys(("difference_ci_low", "difference_ci_high")),
-                    "passed": False,
-                }
-            )
-    return checked
-
-
 def regression_gate(
     spark,
     output: str,
     current_value: str,
     current_per_user: DataFrame,
-    gates: Sequence[ChangeGate],
+    gates: Sequence[Gate],
     group_by: Sequence[str],
     user_col: str,
     *,
     key: str = RUN_DATE,
     point_estimate: bool = False,
     passed_only: bool = False,
-) -> RegressionOutcome:
+) -> DropOutcome:
     """``--fail-if-drop``: tonight's per-user NDCG against the most recent earlier complete run's.
 
     Parameters
@@ -204,8 +107,8 @@ def regression_gate(
         Tonight's partition value (the run date).
     current_per_user : DataFrame
         Tonight's per-user figures (``EvaluationResult.per_user``; cache it, it is read again).
-    gates : sequence of ChangeGate
-        From :func:`parse_drop_gates`.
+    gates : sequence of Gate
+        The ``drop`` gates (:func:`~ndcg_spark.job.gates.parse_gates`).
     group_by : sequence of str
         The segment columns.
     user_col : str
@@ -219,26 +122,16 @@ def regression_gate(
 
     Returns
     -------
-    RegressionOutcome
+    DropOutcome
         With no earlier run, no gate is checked and the message says so (the gate passes).
     """
     previous, skipped = previous_intact_run(spark, output, current_value, key, passed_only=passed_only)
     # A run whose tables were deleted is skipped, and the line says so: never a dead end.
-    gone = skipped_text(skipped, key)
+    which = "passing run" if passed_only else "complete run"
     if previous is None:
-        which = "passing run" if passed_only else "complete run"
-        line = f"regression gate: no {which} before {key}={current_value} in {shown(output)}{gone}; passed"
-        return RegressionOutcome(current_value, None, [], line, skipped)
-    changes = paired_change(current_per_user, read_per_user(spark, output, previous, key), group_by, user_col)
-    checked = check_drops(gates, changes, group_by, point_estimate=point_estimate)
-    failed = [g for g in checked if not g["passed"]]
-    first = failed[0] if failed else (checked[0] if checked else None)
-    verdict = "failed" if failed else "passed"
-    line = f"regression gate {verdict}: {key} {previous} -> {current_value}{gone}"
-    if first is not None:
-        line += ", " + describe_change(first)
-    if len(failed) > 1:
-        line += f"; {len(failed) - 1} more gate(s) failed, see summary.json"
-    if failed:
-        line += " (outputs were written)"
-    return RegressionOutcome(current_value, previous, checked, line, skipped)
+        outcome = DropOutcome(current_value, None, (), "", tuple(skipped))
+    else:
+        changes = paired_change(current_per_user, read_per_user(spark, output, previous, key), group_by, user_col)
+        checked = check(gates, changes, group_by, point_estimate=point_estimate)
+        outcome = DropOutcome(current_value, previous, tuple(checked), "", tuple(skipped))
+    return replace(outcome, message=drop_line(outcome, key, which, shown(output)))

@@ -17,6 +17,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Seque
 
 from ndcg_spark._metrics import COMPANIONS, COMPARISON_COLUMNS
 from ndcg_spark.errors import ConfigError
+from ndcg_spark.job.result import RunResult
 from ndcg_spark.options import k_label
 
 #: Settings never sent to a tracking server: a Spark Connect URL may carry a token.
@@ -157,14 +158,11 @@ def safe_name(text: str) -> str:
     return _UNSAFE.sub("_", text)
 
 
-def metric_rows(manifest: Mapping[str, Any], command: str = "evaluate") -> List[Tuple[str, float]]:
-    """(name, value) of every figure of the manifest: ``mean_ndcg_at_10`` without segments,
+def metric_rows(result: RunResult) -> List[Tuple[str, float]]:
+    """(name, value) of every figure of the run: ``mean_ndcg_at_10`` without segments,
     ``model_v2.country_kr/mean_ndcg_at_10`` with them, ``candidate_vs_baseline/...`` for compare
     (the model names made safe). ``all`` stands for the whole list; missing figures are skipped."""
-    settings = manifest.get("settings") or {}
-    group_by = settings.get("group_by") or []
-    group_by = [group_by] if isinstance(group_by, str) else list(group_by)
-    rows = manifest.get("comparison" if command == "compare" else "metrics") or []
+    command, group_by, rows = result.command, result.group_by, result.figures
     figures = COMPARISON_METRICS if command == "compare" else SUMMARY_METRICS
     out: List[Tuple[str, float]] = []
     seen: Dict[str, int] = {}
@@ -185,11 +183,11 @@ def metric_rows(manifest: Mapping[str, Any], command: str = "evaluate") -> List[
     return out
 
 
-def param_rows(manifest: Mapping[str, Any], command: str = "evaluate") -> List[Tuple[str, str]]:
+def param_rows(result: RunResult) -> List[Tuple[str, str]]:
     """(name, value) of the run's settings (every one set, lists joined by commas, URIs without
     credentials, ``remote`` left out), its partition and the Spark version."""
-    params = {"command": command}
-    for key, value in sorted((manifest.get("settings") or {}).items()):
+    params = {"command": result.command}
+    for key, value in sorted(result.settings.items()):
         if key in PRIVATE_SETTINGS or value is None or value == [] or value == {}:
             continue
         if isinstance(value, (list, tuple)):
@@ -199,21 +197,20 @@ def param_rows(manifest: Mapping[str, Any], command: str = "evaluate") -> List[T
         else:
             text = str(value)
         params[key] = redact(text)[:PARAM_LENGTH]
-    for key, value in (manifest.get("partition") or {}).items():
+    for key, value in (result.partition or {}).items():
         params[key] = str(value)
-    if manifest.get("spark_version"):
-        params["spark_version"] = str(manifest["spark_version"])
+    if result.spark_version:
+        params["spark_version"] = str(result.spark_version)
     return [(safe_name(k), v) for k, v in params.items()]
 
 
 def log_run(
-    manifest: Mapping[str, Any],
+    result: RunResult,
     *,
     experiment: str,
     tracking_uri: Optional[str] = None,
     artifacts: Sequence[str] = (),
     texts: Optional[Mapping[str, str]] = None,
-    command: str = "evaluate",
     gate_failed: Optional[bool] = None,
     run_name: Optional[str] = None,
 ) -> str:
@@ -221,8 +218,8 @@ def log_run(
 
     Parameters
     ----------
-    manifest : mapping
-        The run's manifest (``summary.json``, or ``comparison.json`` for ``compare``).
+    result : RunResult
+        The run (its manifest is ``summary.json``, or ``comparison.json`` for ``compare``).
     experiment : str
         The MLflow experiment, created when it does not exist.
     tracking_uri : str, optional
@@ -233,8 +230,6 @@ def log_run(
         Artifacts given as text, by file name, e.g. a report written to a remote file system.
         The manifest itself is always attached, as ``summary.json`` (``comparison.json``),
         unless a file of that name is among ``artifacts`` or ``texts``.
-    command : {"evaluate", "compare"}
-        Which kind of manifest it is.
     gate_failed : bool, optional
         Whether a gate failed: the tag ``ndcg_spark.gate`` is ``failed`` or ``passed`` (not set
         when None).
@@ -255,7 +250,8 @@ def log_run(
     from mlflow.entities import Metric, Param
     from mlflow.exceptions import MlflowException
 
-    partition = ", ".join(f"{k}={v}" for k, v in (manifest.get("partition") or {}).items())
+    command = result.command
+    partition = ", ".join(f"{k}={v}" for k, v in (result.partition or {}).items())
     tags = {"ndcg_spark.command": command}
     if partition:
         tags["ndcg_spark.partition"] = partition
@@ -271,8 +267,8 @@ def log_run(
         raise ConfigError(f"MLflow tracking store {client.tracking_uri!r}: {_first_line(exc)}") from None
     run_id = run.info.run_id
     try:
-        params = [Param(k, v) for k, v in param_rows(manifest, command)]
-        metrics = [Metric(k, v, _now_ms(), 0) for k, v in metric_rows(manifest, command)]
+        params = [Param(k, v) for k, v in param_rows(result)]
+        metrics = [Metric(k, v, _now_ms(), 0) for k, v in metric_rows(result)]
         # MLflow takes at most 100 parameters and 1000 metrics in one batch.
         for chunk in _chunks(params, 100):
             client.log_batch(run_id, params=chunk)
@@ -282,7 +278,7 @@ def log_run(
         named = {os.path.basename(p) for p in artifacts} | set(texts)
         own = "comparison.json" if command == "compare" else "summary.json"
         if own not in named:
-            texts[own] = json.dumps(manifest, indent=2, default=str) + "\n"
+            texts[own] = json.dumps(result.to_json(), indent=2, default=str) + "\n"
         for path in artifacts:
             if os.path.isfile(path):
                 client.log_artifact(run_id, path)
