@@ -133,7 +133,8 @@ def test_compare_fails_a_worse_candidate_with_exit_4_and_draws_the_margin(three_
     argv += ["--model-col", "model", "--baseline-model", "prod", "--fail-if-worse", "10:0.01"]
     assert run(argv) == EXIT_QUALITY_GATE
     captured = capsys.readouterr()
-    assert json.loads(captured.out.splitlines()[-1])["status"] == "quality_gate_failed"
+    finished = json.loads(captured.out.splitlines()[-1])
+    assert (finished["status"], finished["gates"]) == ("quality_gate_failed", "failed: worse@10")
     (line,) = captured.err.splitlines()
     written = json.loads((out / "comparison.json").read_text())
     checked = written["non_inferiority"]

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from ndcg_spark.errors import EXIT_OK, EXIT_QUALITY_GATE
-from ndcg_spark.job import cli, history, run
+from ndcg_spark.job import cli, history, run, storage
 from tests.helpers import browser, frames, layout_at, random_graded
 
 NIGHTS = ("2026-11-20", "2026-11-21", "2026-11-22")
@@ -63,7 +63,11 @@ def test_the_regression_gate_fails_the_third_night_in_one_line(spark, three_nigh
     assert any(line.startswith(f"regression gate passed: run_date {NIGHTS[0]} -> {NIGHTS[1]}, ") for line in second)
     # The oracle: the second and third nights' per-user NDCG@10 as published, paired by user.
     a, b = (
-        {r.user_id: r.ndcg for r in history.read_per_user(spark, out, d).filter("k = 10").collect()} for d in NIGHTS[1:]
+        {
+            r.user_id: r.ndcg
+            for r in history.read_per_user(spark, storage.files_for(spark, out), d).filter("k = 10").collect()
+        }
+        for d in NIGHTS[1:]
     )
     d = np.array([b[u] - a[u] for u in sorted(set(a) & set(b))])
     (line,) = nights[2][2].splitlines()

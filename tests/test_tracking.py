@@ -133,7 +133,9 @@ def test_a_compare_run_logs_each_pair(store, tmp_path):
         {"baseline_model": "prod", "candidate_model": "v3 (new)", "k": 10, "pairs": 50, "mean_difference": 0.01,
          "difference_ci_low": None, "difference_ci_high": None, "p_value": None, "p_value_adjusted": None},
     ]  # fmt: skip
-    manifest = {"comparison": rows, "settings": {"k": [10], "pairs": "baseline"}, "spark_version": "4.1"}
+    worse = {"gate": "10:0.01", "segment": {}, "k": 10, "margin": 0.01, "pairs": 50, "passed": False}
+    settings = {"k": [10], "pairs": "baseline"}
+    manifest = {"comparison": rows, "non_inferiority": [worse], "settings": settings, "spark_version": "4.1"}
     run_id = tracking.log_run(RunResult.from_json(manifest), experiment="compare", tracking_uri=store, gate_failed=True)
     run = MlflowClient(tracking_uri=store).get_run(run_id)
     assert run.data.metrics == {
@@ -147,6 +149,7 @@ def test_a_compare_run_logs_each_pair(store, tmp_path):
         "v3 _new__vs_prod/mean_difference_at_10": 0.01,
     }
     assert run.data.tags["ndcg_spark.command"] == "compare" and run.data.tags["ndcg_spark.gate"] == "failed"
+    assert run.data.tags["ndcg_spark.gates"] == "failed: worse@10"
     assert run.info.run_name == "compare"
     artifacts = [a.path for a in MlflowClient(tracking_uri=store).list_artifacts(run_id)]
     assert artifacts == ["comparison.json"]

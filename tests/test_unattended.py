@@ -330,9 +330,11 @@ def test_a_previous_run_whose_tables_were_deleted_is_skipped_and_shown_broken(
     assert said[0].startswith(
         f"regression gate passed: run_date 2026-11-20 -> 2026-11-22 ({PLACE} skipped: its tables are missing), "
     )
-    text = history.history_text(spark, str(out))
+    text = history.history_text(storage.files_for(spark, str(out)))
     assert f"broken: {PLACE}: its per_user table(s) are missing" in text
-    assert json.loads(history.history_text(spark, str(out), as_json=True))["broken"] == {DATE: ["per_user"]}
+    assert json.loads(history.history_text(storage.files_for(spark, str(out)), as_json=True))["broken"] == {
+        DATE: ["per_user"]
+    }
 
 
 # ----------------------------------------------------------------------------- one line, the right code

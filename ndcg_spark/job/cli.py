@@ -51,10 +51,11 @@ def _run(argv: Sequence[str], verbose: bool) -> int:
         interrupts.install()
         session = spark_session(config)
         interrupts.install(session)  # again: the SparkContext set its own SIGINT handler
+        place = pipeline.place_of(session, config)
         if command == "compare":
-            result = pipeline.compare_main(session, config)
+            result = pipeline.compare_main(session, config, place)
         else:
-            result = pipeline.main(session, config)
+            result = pipeline.main(session, config, place)
         if interrupts.received() is not None:
             return stopped(command, config, result)
         if command == "compare":
@@ -69,7 +70,7 @@ def _run(argv: Sequence[str], verbose: bool) -> int:
         record = console.finished_record(config, result, "quality_gate_failed" if failed else "ok")
         untracked = None
         if config.mlflow:
-            record["mlflow_run_id"], untracked = track(session, config, result, failed)
+            record["mlflow_run_id"], untracked = track(config, result, place, failed)
             if untracked and not failed:
                 record["status"] = "mlflow_failed"
         # The last line on stdout, and the only one that parses as JSON: schedulers read it.
@@ -152,7 +153,7 @@ def disk_full(exc: BaseException) -> Optional[str]:
     return None
 
 
-def track(spark, config, result: RunResult, failed: Optional[str]) -> Tuple[Optional[str], Optional[str]]:
+def track(config, result: RunResult, place, failed: Optional[str]) -> Tuple[Optional[str], Optional[str]]:
     """(MLflow run id, None), or (None, one line) when logging failed.
 
     The run is logged after it is published, so a logging failure cannot take the result back:
@@ -165,7 +166,7 @@ def track(spark, config, result: RunResult, failed: Optional[str]) -> Tuple[Opti
 
     def log() -> None:
         try:
-            outcome["id"] = pipeline.track(spark, config, result, bool(failed) if result.gated else None)
+            outcome["id"] = pipeline.track(config, result, place, bool(failed) if result.gated else None)
         except BaseException as exc:  # noqa: BLE001 - whatever MLflow raises, the published result stands
             outcome["error"] = exc
 

@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from ndcg_spark._metrics import COMPANIONS, COMPARISON_COLUMNS, SUMMARY_COLUMNS
 from ndcg_spark.job import storage
 from ndcg_spark.job.result import RunResult
+from ndcg_spark.job.verdict import gates_summary
 from ndcg_spark.options import k_label
 
 #: Unicode categories escaped when printed: controls, format characters, line and paragraph separators.
@@ -126,6 +127,8 @@ def finished_record(config, result: RunResult, status: str) -> Dict[str, Any]:
         record["users"] = rows[0]["users"] if rows else 0
         record["mean_ndcg"] = {k_label(r["k"]): r["mean_ndcg"] for r in rows}
     record["figures"] = figures
+    # The gates in the words history shows them: "-", "passed" or "failed: floor@10, ...".
+    record["gates"] = gates_summary(result)
     record["input_rows"] = result.input_rows
     record["duration_seconds"] = result.duration_seconds
     return record

@@ -47,7 +47,7 @@ def run_place(files: storage.Files, value: str, key: str = RUN_DATE) -> publish.
     return publish.Place(files, "evaluate", Partition(key, value))
 
 
-def complete_runs(spark, output: str, key: str = RUN_DATE) -> List[str]:
+def complete_runs(files: storage.Files, key: str = RUN_DATE) -> List[str]:
     """The partition values of ``key`` with a complete run in ``output``, ascending (as text:
     ISO dates sort by date). An output without partitioned runs has none.
 
@@ -55,10 +55,10 @@ def complete_runs(spark, output: str, key: str = RUN_DATE) -> List[str]:
 
     Examples
     --------
-    >>> complete_runs(spark, "/data/ndcg")  # doctest: +SKIP
+    >>> complete_runs(storage.files_for(spark, "/data/ndcg"))  # doctest: +SKIP
     ['2026-11-20', '2026-11-21']
     """
-    files, prefix = storage.files_for(spark, output), f"{key}="
+    prefix = f"{key}="
     values = []
     for name in files.list(files.path("_manifests")):
         if name.startswith(prefix) and len(name) > len(prefix):
@@ -68,10 +68,9 @@ def complete_runs(spark, output: str, key: str = RUN_DATE) -> List[str]:
     return sorted(values)
 
 
-def read_manifest(spark, output: str, value: str, key: str = RUN_DATE) -> RunResult:
-    """The result of the complete run of ``key=value`` in ``output``, read from its marker
+def read_manifest(files: storage.Files, value: str, key: str = RUN_DATE) -> RunResult:
+    """The result of the complete run of ``key=value`` in the output, read from its marker
     (``summary.json``)."""
-    files = storage.files_for(spark, output)
     path = run_place(files, value, key).marker
     try:
         text = files.read_text(path)
@@ -84,36 +83,36 @@ def read_manifest(spark, output: str, value: str, key: str = RUN_DATE) -> RunRes
 
 
 def read_history(
-    spark, output: str, key: str = RUN_DATE, last: Optional[int] = None, before: Optional[str] = None
+    files: storage.Files, key: str = RUN_DATE, last: Optional[int] = None, before: Optional[str] = None
 ) -> List[Tuple[str, RunResult]]:
     """(value, result) of the complete runs, oldest first: the ``last`` ones only when given,
     and only those before ``before`` when given."""
-    values = [v for v in complete_runs(spark, output, key) if before is None or v < before]
+    values = [v for v in complete_runs(files, key) if before is None or v < before]
     if last is not None:
         values = values[-last:] if last > 0 else []
-    return [(v, read_manifest(spark, output, v, key)) for v in values]
+    return [(v, read_manifest(files, v, key)) for v in values]
 
 
-def previous_run(spark, output: str, before: str, key: str = RUN_DATE, *, passed_only: bool = False) -> Optional[str]:
+def previous_run(files: storage.Files, before: str, key: str = RUN_DATE, *, passed_only: bool = False) -> Optional[str]:
     """The most recent complete run before ``before`` (compared as text) whose tables are there,
     or None (:func:`previous_intact_run`)."""
-    return previous_intact_run(spark, output, before, key, passed_only=passed_only)[0]
+    return previous_intact_run(files, before, key, passed_only=passed_only)[0]
 
 
 def previous_intact_run(
-    spark, output: str, before: str, key: str = RUN_DATE, *, passed_only: bool = False
+    files: storage.Files, before: str, key: str = RUN_DATE, *, passed_only: bool = False
 ) -> Tuple[Optional[str], List[str]]:
     """(the most recent complete run before ``before`` whose tables are there, or None; the
     later runs skipped because a table of theirs is gone). With ``passed_only``, the most recent
     whose gates all passed (its manifest says so), so a bad night that persists is held against
     the last good one, night after night."""
-    files = storage.files_for(spark, output)
-    earlier = [v for v in complete_runs(spark, output, key) if v < before]
+    earlier = [v for v in complete_runs(files, key) if v < before]
     skipped = []
     for value in reversed(earlier):
-        if passed_only and not gates_passed(read_manifest(spark, output, value, key)):
+        result = read_manifest(files, value, key)
+        if passed_only and not gates_passed(result):
             continue
-        if missing_tables(files, value, key, read_manifest(spark, output, value, key)):
+        if missing_tables(files, value, key, result):
             skipped.append(value)
             continue
         return value, skipped
@@ -134,15 +133,15 @@ def gates_passed(result: RunResult) -> bool:
     return not result.failed
 
 
-def read_per_user(spark, output: str, value: str, key: str = RUN_DATE) -> DataFrame:
+def read_per_user(spark, files: storage.Files, value: str, key: str = RUN_DATE) -> DataFrame:
     """The per-user table of the run ``key=value`` (its partition directory, read as itself)."""
-    return spark.read.parquet(run_place(storage.files_for(spark, output), value, key).table("per_user"))
+    return spark.read.parquet(run_place(files, value, key).table("per_user"))
 
 
-def partition_key(spark, output: str) -> str:
+def partition_key(files: storage.Files) -> str:
     """The partition key of an output of dated (or partitioned) ``ndcg-spark`` runs, from its
     recorded layout; a ConfigError (exit 2) for an output that holds no such runs."""
-    layout = publish.recorded_layout(storage.files_for(spark, output))
+    output, layout = files.root, publish.recorded_layout(files)
     if layout is None:
         raise ConfigError(f"output {output} holds no ndcg-spark runs")
     if layout.get("command") != "evaluate":
@@ -225,16 +224,17 @@ def trend_rows(
     return history_rows(runs[-last:] if last > 0 else [], key)
 
 
-def history_text(spark, output: str, *, key: str = RUN_DATE, last: Optional[int] = None, as_json: bool = False) -> str:
+def history_text(
+    files: storage.Files, *, key: str = RUN_DATE, last: Optional[int] = None, as_json: bool = False
+) -> str:
     """What ``ndcg-spark history`` prints: the table of :func:`format_history` and a line per
     broken run (:func:`broken_lines`), or with ``as_json`` the one JSON document of
     :func:`history_record`."""
-    runs = read_history(spark, output, key, last)
+    runs = read_history(files, key, last)
     rows = history_rows(runs, key)
-    files = storage.files_for(spark, output)
     broken = {v: m for v, m in ((v, missing_tables(files, v, key, m)) for v, m in runs) if m}
     if as_json:
-        return storage.strict_json(history_record(output, rows, key, broken))
+        return storage.strict_json(history_record(files.root, rows, key, broken))
     return "\n".join([format_history(rows, history_segments(runs), key), *broken_lines(broken, key)])
 
 
@@ -274,5 +274,5 @@ def reads_without_spark(output: str) -> bool:
 def show(spark, config: HistoryConfig) -> str:
     """The text ``ndcg-spark history`` prints for ``config`` (``spark`` None: a local output read
     without Spark, :func:`reads_without_spark`)."""
-    key = partition_key(spark, config.output)
-    return history_text(spark, config.output, key=key, last=config.last, as_json=config.as_json)
+    files = storage.files_for(spark, config.output)
+    return history_text(files, key=partition_key(files), last=config.last, as_json=config.as_json)

@@ -30,33 +30,40 @@ from ndcg_spark.options import EvaluationOptions
 from ndcg_spark.validation import validate
 
 
-def main(spark, config: EvaluateConfig) -> RunResult:
+def place_of(spark, config) -> publish.Place:
+    """The run's output as one value, made once: its one spelling (absolute and qualified), its
+    file system and the partition the run owns. Everything the run writes, reads back and
+    records goes through it."""
+    storage.check_connect(spark, config)
+    root = storage.qualify(spark, config.output.path)
+    return publish.Place(storage.files_for(spark, root), config.command, config.output.partition)
+
+
+def main(spark, config: EvaluateConfig, place: Optional[publish.Place] = None) -> RunResult:
     """Read both tables, evaluate, hold the gates (``--fail-below``, and ``--fail-if-drop``
     against the previous complete run), and publish ``per_user/``, ``summary/`` (and
     ``rejected/``, ``report.html``) with the manifest (``summary.json``, or
-    ``_manifests/<key>=<value>/summary.json`` for a partitioned run). Returns the manifest; a
-    failed gate is recorded there, not raised (the command line exits 4), and MLflow logging is
-    left to the caller (:func:`track`), after publishing."""
-    return _run(spark, config, _evaluate)
+    ``_manifests/<key>=<value>/summary.json`` for a partitioned run) in ``place`` (by default
+    :func:`place_of` the config). Returns the run's result; a failed gate is recorded there, not
+    raised (the command line exits 4), and MLflow logging is left to the caller (:func:`track`),
+    after publishing."""
+    return _run(spark, config, place or place_of(spark, config), _evaluate)
 
 
-def compare_main(spark, config: CompareConfig) -> RunResult:
+def compare_main(spark, config: CompareConfig, place: Optional[publish.Place] = None) -> RunResult:
     """``ndcg-spark compare``: paired per-user NDCG of two or more models; publishes
     ``per_user/`` (the pairs), ``comparison/``, ``report.html`` and ``comparison.json``."""
-    return _run(spark, config, _compare)
+    return _run(spark, config, place or place_of(spark, config), _compare)
 
 
-def _run(spark, config, compute: Callable) -> RunResult:
+def _run(spark, config, place: publish.Place, compute: Callable) -> RunResult:
     """Check, lock, recover, compute into staging, publish: the protocol around each command."""
     started = time.time()
-    storage.check_connect(spark, config)
     if config.mlflow:
         # A store MLflow cannot open is a config error before anything is read, not after publishing.
         tracking.mlflow_client(config.mlflow.tracking_uri)
-    # The output's one spelling, absolute and qualified, for everything the run writes and records.
-    root = storage.qualify(spark, config.output.path)
+    root = place.files.root
     publish.check_inputs(root, storage.input_paths(spark, config))
-    place = publish.Place(storage.files_for(spark, root), config.command, config.output.partition)
     publish.check_layout(place)
     interrupts.check()
     run_id, made_output = publish.new_run_id(), not place.files.exists(place.files.root)
@@ -118,16 +125,14 @@ def _evaluate(spark, config: EvaluateConfig, stage: publish.Staging) -> RunResul
         if config.drop:
             # Tonight's per-user figures are cached: the pairing with the previous run reads them again.
             drop = regression.regression_gate(
-                spark, stage.place.files.root, part.value, per_user, config.drop.gates, opts.group_by,
+                spark, stage.place.files, part.value, per_user, config.drop.gates, opts.group_by,
                 opts.user_col, key=part.key, point_estimate=config.drop.on_estimate,
                 passed_only=config.drop.baseline == "last_passed",
             )  # fmt: skip
-        result = RunResult(
-            "evaluate",
-            config.to_dict(),
+        result = _result(
+            spark,
+            config,
             read,
-            spark.version,
-            {part.key: part.value} if part else None,
             metrics=tuple(metrics),
             rows=account_rows(read, rejected, sums),
             floors=tuple(check(config.gates, metrics, opts.group_by)),
@@ -135,7 +140,7 @@ def _evaluate(spark, config: EvaluateConfig, stage: publish.Staging) -> RunResul
         )
         if config.output.report:
             bins = [r.asDict() for r in ndcg_histogram(per_user, opts.group_by).collect()]
-            trend, key = trend_of(spark, config, metrics, stage.place.files.root), part.key if part else "run_date"
+            trend, key = trend_of(config, metrics, stage.place.files), part.key if part else "run_date"
             page = render(
                 metrics, bins, opts.group_by, notes=report_notes(config, opts), options=opts, trend=trend,
                 trend_key=key, verdict=verdict.gate_lines(result), limits=verdict.limits(result),
@@ -194,12 +199,10 @@ def _compare(spark, config: CompareConfig, stage: publish.Staging) -> RunResult:
         result.unpersist()
     if rows:
         storage.write_table(comparison_table(spark, rows, typed), stage.table("comparison"))
-    outcome = RunResult(
-        "compare",
-        config.to_dict(),
+    outcome = _result(
+        spark,
+        config,
         read,
-        spark.version,
-        {part.key: part.value} if part else None,
         comparison=tuple(rows),
         worse=tuple(check(config.worse_gates, rows, opts.group_by)),
     )
@@ -208,6 +211,13 @@ def _compare(spark, config: CompareConfig, stage: publish.Staging) -> RunResult:
         margins, lines = margins_by_k(config.worse_gates), verdict.gate_lines(outcome)
         stage.file("report.html", render_comparison(rows, opts.group_by, notes=notes, margins=margins, verdict=lines))
     return outcome
+
+
+def _result(spark, config, read: Dict[str, Any], **computed: Any) -> RunResult:
+    """The run's result before publishing: the config as run, the rows read, and what it computed."""
+    part = config.output.partition
+    partition = {part.key: part.value} if part else None
+    return RunResult(config.command, config.to_dict(), read, spark.version, partition, **computed)
 
 
 def comparison_table(spark, rows: List[Dict[str, Any]], summary: T.StructType):
@@ -226,22 +236,20 @@ def comparison_table(spark, rows: List[Dict[str, Any]], summary: T.StructType):
 
 
 def trend_of(
-    spark, config: EvaluateConfig, metrics: List[Dict[str, Any]], output: Optional[str] = None
+    config: EvaluateConfig, metrics: List[Dict[str, Any]], files: storage.Files
 ) -> Optional[List[Dict[str, Any]]]:
     """The report's trend rows: tonight's figures and those of the earlier complete runs (read
     from their markers), ``trend_runs`` runs in all; None for a run without a partition."""
     part, last = config.output.partition, config.trend_runs
     if part is None or last == 0:
         return None
-    earlier = history.read_history(spark, output or config.output.path, part.key, last=last - 1, before=part.value)
+    earlier = history.read_history(files, part.key, last=last - 1, before=part.value)
     return history.trend_rows(earlier, (part.value, metrics), part.key, last, config.options.group_by)
 
 
-def track(spark, config, result: RunResult, gate_failed: Optional[bool]) -> str:
+def track(config, result: RunResult, place: publish.Place, gate_failed: Optional[bool]) -> str:
     """Log a published run to MLflow (``config.mlflow``): the marker and the report as they were
-    published, read back from the output. Returns the MLflow run id."""
-    output = result.output or config.output.path
-    place = publish.Place(storage.files_for(spark, output), config.command, config.output.partition)
+    published, read back from ``place``. Returns the MLflow run id."""
     texts = {}
     for path in (place.marker, f"{place.marker_dir}/report.html"):
         text = place.files.read_text(path)

@@ -22,7 +22,7 @@ from ndcg_spark.errors import InputDataError
 from ndcg_spark.job.gates import Gate, check
 from ndcg_spark.job.history import RUN_DATE, previous_intact_run, read_per_user
 from ndcg_spark.job.result import DropOutcome
-from ndcg_spark.job.storage import shown
+from ndcg_spark.job.storage import Files
 from ndcg_spark.job.verdict import drop_line
 
 
@@ -85,7 +85,7 @@ def paired_change(
 
 def regression_gate(
     spark,
-    output: str,
+    files: Files,
     current_value: str,
     current_per_user: DataFrame,
     gates: Sequence[Gate],
@@ -101,8 +101,8 @@ def regression_gate(
     Parameters
     ----------
     spark : SparkSession
-    output : str
-        The job's output directory, which holds the earlier runs.
+    files : Files
+        The job's output, which holds the earlier runs.
     current_value : str
         Tonight's partition value (the run date).
     current_per_user : DataFrame
@@ -125,13 +125,13 @@ def regression_gate(
     DropOutcome
         With no earlier run, no gate is checked and the message says so (the gate passes).
     """
-    previous, skipped = previous_intact_run(spark, output, current_value, key, passed_only=passed_only)
+    previous, skipped = previous_intact_run(files, current_value, key, passed_only=passed_only)
     # A run whose tables were deleted is skipped, and the line says so: never a dead end.
     which = "passing run" if passed_only else "complete run"
     if previous is None:
         outcome = DropOutcome(current_value, None, (), "", tuple(skipped))
     else:
-        changes = paired_change(current_per_user, read_per_user(spark, output, previous, key), group_by, user_col)
+        changes = paired_change(current_per_user, read_per_user(spark, files, previous, key), group_by, user_col)
         checked = check(gates, changes, group_by, point_estimate=point_estimate)
         outcome = DropOutcome(current_value, previous, tuple(checked), "", tuple(skipped))
-    return replace(outcome, message=drop_line(outcome, key, which, shown(output)))
+    return replace(outcome, message=drop_line(outcome, key, which, files.shown))

@@ -18,6 +18,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Seque
 from ndcg_spark._metrics import COMPANIONS, COMPARISON_COLUMNS
 from ndcg_spark.errors import ConfigError
 from ndcg_spark.job.result import RunResult
+from ndcg_spark.job.verdict import gates_summary
 from ndcg_spark.options import k_label
 
 #: Settings never sent to a tracking server: a Spark Connect URL may carry a token.
@@ -257,6 +258,8 @@ def log_run(
         tags["ndcg_spark.partition"] = partition
     if gate_failed is not None:
         tags["ndcg_spark.gate"] = "failed" if gate_failed else "passed"
+    if result.gated:
+        tags["ndcg_spark.gates"] = gates_summary(result)
     try:
         found = client.get_experiment_by_name(experiment)
         experiment_id = found.experiment_id if found else client.create_experiment(experiment)
