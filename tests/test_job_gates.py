@@ -137,6 +137,7 @@ def test_compare_fails_a_worse_candidate_with_exit_4_and_draws_the_margin(three_
     assert (finished["status"], finished["gates"]) == ("quality_gate_failed", "failed: worse@10")
     (line,) = captured.err.splitlines()
     written = json.loads((out / "comparison.json").read_text())
+    assert RunResult.from_json(written).to_json() == written  # the marker is the typed result's JSON
     checked = written["non_inferiority"]
     assert [(g["candidate_model"], g["passed"]) for g in checked] == [("random", False), ("same", True)]
     (row,) = [r for r in written["comparison"] if r["candidate_model"] == "random" and r["k"] == 10]

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from ndcg_spark.errors import EXIT_OK, EXIT_QUALITY_GATE
-from ndcg_spark.job import cli, history, run, storage
+from ndcg_spark.job import RunResult, cli, history, run, storage
 from tests.helpers import browser, frames, layout_at, random_graded
 
 NIGHTS = ("2026-11-20", "2026-11-21", "2026-11-22")
@@ -88,6 +88,10 @@ def test_the_regression_gate_fails_the_third_night_in_one_line(spark, three_nigh
     assert [(g["users_in_common"], g["passed"]) for g in gate["gates"]] == [(len(d), False)]
     assert gate["gates"][0]["mean_difference"] == pytest.approx(d.mean(), abs=1e-12)
     assert manifest(out, NIGHTS[0])["regression_gate"]["previous"] is None
+    # The marker is the run's result as one typed value: read back, it writes the same JSON.
+    written = manifest(out, NIGHTS[2])
+    assert RunResult.from_json(written).to_json() == written
+    assert RunResult.from_json(written).failed[0].kind == "drop" and finished["gates"] == "failed: drop@10"
     assert manifest(out, NIGHTS[1])["settings"]["fail_if_drop"] == "10:0.02"
 
 

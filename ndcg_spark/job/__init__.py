@@ -4,7 +4,9 @@
 makes them the typed config of each command, :mod:`~ndcg_spark.job.storage` reads and writes,
 :mod:`~ndcg_spark.job.publish` makes a run's result visible (layout, lock, staging, marker),
 :mod:`~ndcg_spark.job.pipeline` wires a run, :mod:`~ndcg_spark.job.gates` parses and
-decides the gates, :mod:`~ndcg_spark.job.regression` holds a run against the previous one,
+holds the gates (one model for the three kinds), :mod:`~ndcg_spark.job.verdict` words them,
+:mod:`~ndcg_spark.job.result` is a run's result as one typed value (its JSON is the manifest),
+:mod:`~ndcg_spark.job.regression` holds a run against the previous one,
 :mod:`~ndcg_spark.job.history` reads the runs of an output from their manifests,
 :mod:`~ndcg_spark.job.tracking` logs a run to MLflow, :mod:`~ndcg_spark.job.console` prints,
 and :mod:`~ndcg_spark.job.cli` is the entry point.
@@ -14,5 +16,16 @@ from ndcg_spark.job.cli import entrypoint, run
 from ndcg_spark.job.config import CompareConfig, EvaluateConfig, parse_config
 from ndcg_spark.job.flags import load_toml
 from ndcg_spark.job.pipeline import compare_main, main
+from ndcg_spark.job.result import RunResult
 
-__all__ = ["CompareConfig", "EvaluateConfig", "compare_main", "entrypoint", "load_toml", "main", "parse_config", "run"]
+__all__ = [
+    "CompareConfig",
+    "EvaluateConfig",
+    "RunResult",
+    "compare_main",
+    "entrypoint",
+    "load_toml",
+    "main",
+    "parse_config",
+    "run",
+]
