@@ -188,7 +188,8 @@ def evaluate(
     Returns
     -------
     EvaluationResult
-        With lazy ``per_user`` and ``summary`` DataFrames.
+        With lazy ``per_user`` and ``summary`` DataFrames; ``input_rows()`` (the rows read of
+        each table) once an action has run.
 
     Raises
     ------
