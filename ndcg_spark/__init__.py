@@ -3,7 +3,7 @@
 The public API is what ``__all__`` names; every other module and name is private.
 """
 
-from ndcg_spark.compare import ComparisonResult, ModelComparison, compare, compare_models
+from ndcg_spark.compare import ComparisonResult, ModelComparison, compare, compare_models, paired_difference
 from ndcg_spark.errors import ConfigError, InputDataError, NdcgError, QualityGateFailed
 from ndcg_spark.evaluation import EvaluationResult, evaluate
 from ndcg_spark.options import EvaluationOptions
@@ -23,6 +23,7 @@ __all__ = [
     "compare",
     "compare_models",
     "evaluate",
+    "paired_difference",
     "read_table",
     "validate",
 ]

@@ -110,14 +110,14 @@ def _when_spread(users: str, bound: str) -> str:
 
 
 def join_null_safe(left: DataFrame, right: DataFrame, keys: Sequence[str], how: str) -> DataFrame:
-    """``left.join(right, on=keys, how=how)`` (``how`` "left" or "full") where a null key matches a null key.
+    """``left.join(right, on=keys, how=how)`` (``how`` "inner", "left" or "full") where a null key matches a null key.
 
     ``k`` is null for the whole-list cutoff and a segment value may be null: a plain equi-join
     on such keys would never pair those rows. One column per key, as with ``on=keys``
     (for a full join, the value of whichever side has the row).
     """
-    if how not in ("left", "full"):
-        raise ValueError(f"join_null_safe joins 'left' or 'full', not {how!r}")
+    if how not in ("inner", "left", "full"):
+        raise ValueError(f"join_null_safe joins 'inner', 'left' or 'full', not {how!r}")
     renamed = right.select(
         *[F.col(ident(c)).alias(f"__ndcg_right_{i}") for i, c in enumerate(keys)],
         *[F.col(ident(c)) for c in right.columns if c not in keys],

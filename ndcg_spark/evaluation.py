@@ -27,19 +27,27 @@ from __future__ import annotations
 
 import functools
 import operator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Dict, Optional, Tuple
 
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
-from ndcg_spark import _inputs, _judged, _ranking, _rules, _scoring, _summary
+from ndcg_spark import _inputs, _judged, _metrics, _ranking, _rules, _scoring, _summary
 from ndcg_spark._columns import EXCLUDED, FIGURES, HAS_JUDGEMENTS, SEGMENT, both_sides_kept
-from ndcg_spark._counts import RowCount
-from ndcg_spark._metrics import COMPANIONS
+from ndcg_spark._counts import RowCount, counted
 from ndcg_spark._sql import ident, string_literal
 from ndcg_spark.errors import input_errors
 from ndcg_spark.options import EvaluationOptions, resolve
+
+#: The summary's figures per segment and k after ``k``, as the job's console and report show
+#: them: (column, header). Re-exported from the metric registry for the library's clients.
+SUMMARY_COLUMNS = _metrics.SUMMARY_COLUMNS
+
+#: The companion metrics (``companion_metrics = True``), each with ``name`` (its ``per_user``
+#: column), ``summary`` (its mean's column in ``summary``) and ``header`` (its console header),
+#: in every output's order.
+COMPANIONS = _metrics.COMPANIONS
 
 
 @dataclass(frozen=True)
@@ -55,6 +63,9 @@ class EvaluationResult:
         (``"recommendations"``, ``"relevance"``), with a ``reason`` column.
     ranked_rows : RowCount
         The recommendation rows that entered the ranking, counted on the evaluation's own pass.
+    counts : dict of str to RowCount
+        The rows read of each input table (``"recommendations"``, ``"relevance"``), counted on
+        the evaluation's own pass: :meth:`input_rows`.
 
     Examples
     --------
@@ -77,6 +88,7 @@ class EvaluationResult:
     options: EvaluationOptions
     rejected: Optional[Dict[str, DataFrame]] = None
     ranked_rows: Optional[RowCount] = None
+    counts: Dict[str, RowCount] = field(default_factory=dict)
 
     @property
     def per_user(self) -> DataFrame:
@@ -114,6 +126,32 @@ class EvaluationResult:
         sums["recommendations_beyond_k"] = self.ranked_rows.rows() - sums.pop("recommendations_listed")
         return sums
 
+    def input_rows(self) -> Dict[str, int]:
+        """{"recommendations": rows, "relevance": rows}: the rows the evaluation read of each table.
+
+        Counted as the rows passed on the evaluation's own pass (no pass of their own), so read
+        them after an action has computed the per-user figures (``per_user``, ``summary``,
+        :meth:`row_accounting`). Recommendations in the 'array' layout count one row per
+        recommended item, as the evaluation reads them.
+
+        Returns
+        -------
+        dict of str to int
+            ``{"recommendations": n, "relevance": n}``.
+
+        Examples
+        --------
+        >>> recs = spark.createDataFrame([(1, "A", 0.9), (1, "B", 0.8), (2, "C", 0.5)], "user_id int, item_id string, score double")
+        >>> rel = spark.createDataFrame([(1, "B", 1.0)], "user_id int, item_id string, relevance double")
+        >>> result = evaluate(recs, rel, k=[1])
+        >>> _ = result.summary.collect()
+        >>> result.input_rows()
+        {'recommendations': 3, 'relevance': 1}
+        """
+        if not self.counts:
+            raise ValueError("this result was not made by evaluate: its input rows were not counted")
+        return {table: count.rows() for table, count in self.counts.items()}
+
     def persist(self) -> EvaluationResult:
         """Cache the per-user figures so ``per_user`` and ``summary`` share one computation."""
         return replace(self, _scored=self._scored.persist())
@@ -150,7 +188,8 @@ def evaluate(
     Returns
     -------
     EvaluationResult
-        With lazy ``per_user`` and ``summary`` DataFrames.
+        With lazy ``per_user`` and ``summary`` DataFrames; ``input_rows()`` (the rows read of
+        each table) once an action has run.
 
     Raises
     ------
@@ -171,7 +210,24 @@ def evaluate(
     [0.0, 0.6309]
     """
     opts = resolve(options, option_values)
-    return evaluate_rows(_inputs.as_rows(recommendations, opts), relevance, opts, user_attributes)
+    return evaluate_counted(recommendations, counted(relevance), opts, user_attributes)
+
+
+def evaluate_counted(
+    recommendations: DataFrame,
+    relevance: Tuple[DataFrame, RowCount],
+    options: EvaluationOptions,
+    user_attributes: Optional[DataFrame] = None,
+) -> EvaluationResult:
+    """:func:`evaluate` of a relevance table already counted (:func:`ndcg_spark._counts.counted`).
+
+    Evaluations of one relevance table (``compare``'s models) share its counted frame: one
+    observation, so one plan of the relevance, which Spark then runs once for them all.
+    """
+    rows, recs_read = counted(_inputs.as_rows(recommendations, options))
+    rel, rel_read = relevance
+    result = evaluate_rows(rows, rel, options, user_attributes)
+    return replace(result, counts={"recommendations": recs_read, "relevance": rel_read})
 
 
 def evaluate_rows(

@@ -32,6 +32,8 @@ MODULES = [
     "ndcg_spark.job.verdict",
     "ndcg_spark.job.tracking",
     "ndcg_spark._compat",
+    "ndcg_spark.report",
+    "ndcg_spark.spark_support",
 ]
 
 

@@ -18,13 +18,13 @@ import traceback
 import warnings
 from typing import Optional, Sequence, Tuple
 
-from ndcg_spark._compat import check_spark
 from ndcg_spark.errors import EXIT_FAILURE, EXIT_OK, QualityGateFailed, as_error
 from ndcg_spark.job import console, history, interrupts, pipeline, tracking, verdict
 from ndcg_spark.job.config import parse_config
 from ndcg_spark.job.history import HistoryConfig
 from ndcg_spark.job.result import RunResult
 from ndcg_spark.job.storage import strict_json
+from ndcg_spark.spark_support import check_spark
 
 
 def run(argv: Optional[Sequence[str]] = None) -> int:

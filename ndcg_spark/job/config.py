@@ -16,8 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Dict, Optional, Sequence, Tuple, Union
 
-from ndcg_spark._stats import CORRECTIONS
-from ndcg_spark.compare import PAIRINGS
+from ndcg_spark.compare import CORRECTIONS, PAIRINGS
 from ndcg_spark.errors import ConfigError
 from ndcg_spark.job.flags import load_toml, number_text, option_value, parse_bool
 from ndcg_spark.job.gates import DropGates, Gate, parse_gates

@@ -6,7 +6,8 @@ import os
 import unicodedata
 from typing import Any, Dict, List, Optional, Sequence
 
-from ndcg_spark._metrics import COMPANIONS, COMPARISON_COLUMNS, SUMMARY_COLUMNS
+from ndcg_spark.compare import COMPARISON_COLUMNS
+from ndcg_spark.evaluation import COMPANIONS, SUMMARY_COLUMNS
 from ndcg_spark.job import storage
 from ndcg_spark.job.result import RunResult
 from ndcg_spark.job.verdict import gates_summary

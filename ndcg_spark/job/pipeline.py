@@ -15,18 +15,15 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ndcg_spark import _inputs
-from ndcg_spark._counts import counted
-from ndcg_spark._report import ndcg_histogram, render
-from ndcg_spark._report_compare import render_comparison
 from ndcg_spark.compare import compare_models
 from ndcg_spark.errors import ConfigError, InputDataError, NdcgError, RowCheckFailed, as_error
-from ndcg_spark.evaluation import evaluate_rows
+from ndcg_spark.evaluation import evaluate
 from ndcg_spark.job import history, interrupts, lease, publish, regression, storage, tracking, verdict
 from ndcg_spark.job.config import CompareConfig, EvaluateConfig
 from ndcg_spark.job.gates import check, margins_by_k
 from ndcg_spark.job.result import Published, RunResult
 from ndcg_spark.options import EvaluationOptions
+from ndcg_spark.report import ndcg_histogram, render, render_comparison
 from ndcg_spark.validation import validate
 
 
@@ -98,11 +95,9 @@ def _evaluate(spark, config: EvaluateConfig, stage: publish.Staging) -> RunResul
     if config.inputs.user_attributes:
         attributes = storage.read_input(spark, config, "user_attributes")
     opts = config.options
-    # One row per recommendation (ALS's 'array' layout exploded), so the counts and checks see rows.
-    # The rows read are counted on the evaluation's own pass over each table, not by a pass of their own.
-    rows, recs_read = counted(_inputs.as_rows(recs, opts))
-    rel, rel_read = counted(rel)
-    evaluation = evaluate_rows(rows, rel, opts, attributes).persist()
+    # The rows read are counted on the evaluation's own pass over each table, not by a pass of
+    # their own (ALS's 'array' layout as the rows it holds): evaluation.input_rows().
+    evaluation = evaluate(recs, rel, opts, user_attributes=attributes).persist()
     # Each output's plan built once (the cached frame is the one computation they share).
     per_user, summary = evaluation.per_user, evaluation.summary
     part = config.output.partition
@@ -111,7 +106,7 @@ def _evaluate(spark, config: EvaluateConfig, stage: publish.Staging) -> RunResul
         # The first action computes the cached per-user figures, checks and counts on the way.
         write_per_user = functools.partial(storage.write_table, per_user, stage.table("per_user"))
         explain_input_errors(write_per_user, [recs], rel, opts)
-        read = {"recommendations": recs_read.rows(), "relevance": rel_read.rows()}
+        read = evaluation.input_rows()
         for table, n in read.items():
             if n == 0:
                 raise InputDataError(f"{table} table is empty")

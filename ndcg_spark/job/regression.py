@@ -14,10 +14,8 @@ from dataclasses import replace
 from typing import Any, Dict, List, Sequence
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
-from ndcg_spark._sql import ident
-from ndcg_spark._stats import paired_t_test
+from ndcg_spark.compare import paired_difference
 from ndcg_spark.errors import InputDataError
 from ndcg_spark.job.gates import Gate, check
 from ndcg_spark.job.history import RUN_DATE, previous_intact_run, read_per_user
@@ -58,29 +56,7 @@ def paired_change(
         raise InputDataError(
             f"the previous run's per-user table has no column {missing[0]!r}: it was evaluated with other segments"
         )
-    renamed = previous.select(
-        *[F.col(ident(c)).alias(f"__previous_{i}") for i, c in enumerate(keys)],
-        F.col("ndcg").alias("__ndcg_previous"),
-    )
-    # Null-safe: k is null for the whole list, and a segment value may be null.
-    condition = None
-    for i, c in enumerate(keys):
-        equal = F.col(ident(c)).eqNullSafe(F.col(f"__previous_{i}"))
-        condition = equal if condition is None else condition & equal
-    pairs = current.select(*[F.col(ident(c)) for c in keys], F.col("ndcg")).join(renamed, condition, "inner")
-    d = F.col("ndcg") - F.col("__ndcg_previous")
-    summary = pairs.groupBy(*[F.col(ident(c)) for c in (*group_by, "k")]).agg(
-        F.count(F.lit(1)).alias("users_in_common"),
-        F.avg("__ndcg_previous").alias("mean_previous"),
-        F.avg("ndcg").alias("mean_current"),
-        F.avg(d).alias("mean_difference"),
-        F.stddev_samp(d).alias("std_difference"),
-    )
-    order = [*group_by, "k"]
-    rows = sorted((r.asDict() for r in summary.collect()), key=lambda r: [(r[c] is None, r[c]) for c in order])
-    for r in rows:
-        r.update(paired_t_test(r["users_in_common"], r["mean_difference"], r["std_difference"]))
-    return rows
+    return paired_difference(current, previous, group_by, user_col)
 
 
 def regression_gate(

@@ -15,8 +15,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
-from ndcg_spark._metrics import COMPANIONS, COMPARISON_COLUMNS
+from ndcg_spark.compare import COMPARISON_COLUMNS
 from ndcg_spark.errors import ConfigError
+from ndcg_spark.evaluation import COMPANIONS
 from ndcg_spark.job.result import RunResult
 from ndcg_spark.job.verdict import gates_summary
 from ndcg_spark.options import k_label

@@ -1,0 +1,41 @@
+"""Which Spark this package runs on, checked before a run starts rather than found out halfway.
+
+What differs between the supported versions is detected inside the package, feature by
+feature; a client (the job, a notebook, a scheduler's wrapper) only needs to refuse a Spark that
+is too old, with one line that says so.
+"""
+
+from __future__ import annotations
+
+from ndcg_spark import _compat
+
+#: The Spark versions this package runs on, as messages write them.
+SUPPORTED = _compat.SUPPORTED
+
+
+def check_spark(spark=None) -> None:
+    """Stop with one line on a Spark older than the oldest this package runs on.
+
+    Parameters
+    ----------
+    spark : SparkSession, optional
+        The session to check: the Spark it runs (a Spark Connect server may differ from its
+        client). Without it, the installed PySpark is checked, before a session starts.
+
+    Returns
+    -------
+    None
+        When the Spark runs this package (a version that does not read as one, such as a
+        vendor's build string, is let through).
+
+    Raises
+    ------
+    ConfigError
+        The Spark is too old (exit code 2 in the job).
+
+    Examples
+    --------
+    >>> check_spark(), check_spark(spark)
+    (None, None)
+    """
+    _compat.check_spark(spark)
