@@ -14,10 +14,32 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
-from ndcg_spark import _report, _report_compare
-from ndcg_spark._charts import BINS
-from ndcg_spark.options import EvaluationOptions
+from ndcg_spark._charts import BINS, _e, histograms, ndcg_curve, trend_chart
+from ndcg_spark._metrics import COMPANIONS, COMPARISON_COLUMNS, SUMMARY_COLUMNS
+from ndcg_spark._sql import ident
+from ndcg_spark.options import EvaluationOptions, k_label
+
+#: The options that define the figure (docs/conventions.md), shown under the page's convention.
+CONVENTION_SWITCHES = (
+    "gain",
+    "tie_break",
+    "ties",
+    "zero_idcg",
+    "no_recommendations",
+    "no_relevance",
+    "negative_relevance",
+    "duplicate_relevance",
+    "cap_ideal_at_list_length",
+    "discount",
+    "log_base",
+    "ideal",
+    "positions",
+    "gains",
+    "whole_list",
+    "confidence_interval",
+)
 
 
 def ndcg_histogram(per_user: DataFrame, group_by: Sequence[str] = (), bins: int = BINS) -> DataFrame:
@@ -45,7 +67,10 @@ def ndcg_histogram(per_user: DataFrame, group_by: Sequence[str] = (), bins: int 
     >>> sorted(tuple(r) for r in ndcg_histogram(per_user, bins=4).collect())
     [(10, 0, 1), (10, 2, 1), (10, 3, 1)]
     """
-    return _report.ndcg_histogram(per_user, group_by, bins)
+    b = F.least(F.floor(F.col("ndcg") * F.lit(bins)).cast("int"), F.lit(bins - 1))
+    keys = [F.col(ident(c)) for c in (*group_by, "k")]
+    finite = per_user.filter("ndcg IS NOT NULL AND NOT isnan(ndcg) AND abs(ndcg) <> CAST('Infinity' AS DOUBLE)")
+    return finite.groupBy(*keys, b.alias("bin")).agg(F.count(F.lit(1)).alias("users"))
 
 
 def render(
@@ -103,10 +128,135 @@ def render(
     >>> page.startswith("<!DOCTYPE html>") and "<title>ndcg-spark report</title>" in page
     True
     """
-    return _report.render(
-        metrics, histogram, group_by, title, notes=notes, options=options, trend=trend, trend_key=trend_key,
-        verdict=verdict, limits=limits,
-    )  # fmt: skip
+    parts = page_head(title, notes, "#settings td{text-align:left}tr.changed td{font-weight:bold}", verdict)
+    if options is not None:
+        parts += ["<h2>Convention</h2>", settings_table(options)]
+    parts += ["<h2>Summary</h2>", _table(metrics, group_by)]
+    parts += ["<h2>Mean NDCG@k</h2>", ndcg_curve(metrics, group_by)]
+    if trend is not None:
+        parts += [f"<h2>Mean NDCG@k by {_e(trend_key)}</h2>", trend_chart(trend, group_by, trend_key, limits=limits)]
+    parts += ["<h2>Per-user NDCG</h2>", *histograms(histogram, group_by)]
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def page_head(
+    title: str,
+    notes: Optional[Dict[str, Any]] = None,
+    style: str = "",
+    verdict: Optional[Sequence[Tuple[bool, str]]] = None,
+) -> List[str]:
+    """The start of a report page: the head with its style, the title, the run's verdict (when
+    given: :func:`verdict_block`) and the line of ``notes``."""
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{_e(title)}</title>",
+        "<style>body{font-family:sans-serif;margin:2em;color:#222}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f3f3f3}"
+        ".wide{max-width:100%;overflow-x:auto}"
+        "#verdict{padding:4px 14px;margin:0 0 1em;border:2px solid}#verdict ul{margin:4px 0 8px}"
+        "#verdict.failed{border-color:#d62728;background:#fdecea}#verdict.passed{border-color:#2ca02c;background:#edf7ed}"
+        "#verdict.none{border-color:#ccc;background:#f6f6f6}li.failed{color:#a00;font-weight:bold}"
+        "svg{background:#fff;border:1px solid #ddd;margin:4px}.small{display:inline-block}" + style + "</style>",
+        "</head><body>",
+        f"<h1>{_e(title)}</h1>",
+    ]
+    if verdict is not None:
+        parts.append(verdict_block(verdict))
+    if notes:
+        parts.append("<p>" + " · ".join(f"{_e(k)}: {_e(v)}" for k, v in notes.items()) + "</p>")
+    return parts
+
+
+#: A gate's line is led by a check mark when it passed, a cross when it failed.
+MARKS = {True: "\u2713", False: "\u2717"}
+
+
+def verdict_block(verdict: Sequence[Tuple[bool, str]]) -> str:
+    """The run's verdict: PASSED or FAILED and how many gates failed, then each gate's line.
+
+    Examples
+    --------
+    >>> print(verdict_block([(True, "quality gate passed: mean NDCG@10 = 0.41 >= 0.3")]))
+    <div id="verdict" class="passed"><p><strong>PASSED</strong>: 1 gate, all passed</p><ul><li class="passed">✓ quality gate passed: mean NDCG@10 = 0.41 &gt;= 0.3</li></ul></div>
+    >>> verdict_block([])
+    '<div id="verdict" class="none"><p><strong>No gate</strong> was set for this run.</p></div>'
+    """
+    if not verdict:
+        return '<div id="verdict" class="none"><p><strong>No gate</strong> was set for this run.</p></div>'
+    failed = sum(1 for passed, _ in verdict if not passed)
+    gates = f"{len(verdict)} gate{'s' if len(verdict) != 1 else ''}"
+    head = (
+        f"<strong>FAILED</strong>: {failed} of {gates} failed"
+        if failed
+        else f"<strong>PASSED</strong>: {gates}, all passed"
+    )
+    items = "".join(
+        f'<li class="{"passed" if passed else "failed"}">{MARKS[passed]} {_e(line)}</li>' for passed, line in verdict
+    )
+    return f'<div id="verdict" class="{"failed" if failed else "passed"}"><p>{head}</p><ul>{items}</ul></div>'
+
+
+def settings_table(options: EvaluationOptions) -> str:
+    """The convention's name (or "none": the defaults) and each switch of
+    :data:`CONVENTION_SWITCHES` as it resolved; a switch away from its default is marked ``changed``.
+
+    Examples
+    --------
+    >>> page = settings_table(EvaluationOptions(convention="trec_eval", gain="exponential"))
+    >>> page.startswith('<p id="convention">convention: trec_eval')
+    True
+    >>> '<tr class="changed"><td>gain</td><td>exponential</td></tr>' in page
+    True
+    """
+    defaults = EvaluationOptions()
+    name = options.convention or "none (every switch at its default unless set)"
+    rows = []
+    for switch in CONVENTION_SWITCHES:
+        value = getattr(options, switch)
+        changed = ' class="changed"' if value != getattr(defaults, switch) else ""
+        rows.append(f"<tr{changed}><td>{_e(switch)}</td><td>{_e(_setting(value))}</td></tr>")
+    return (
+        f'<p id="convention">convention: {_e(name)}</p>'
+        '<table id="settings"><tr><th>switch</th><th>value</th></tr>' + "".join(rows) + "</table>"
+    )
+
+
+def _setting(value: Any) -> str:
+    """A switch's value as the config file writes it: true/false, a gain map as {grade = gain}."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, tuple):
+        return "{" + ", ".join(f"{grade:g} = {gain:g}" for grade, gain in value) + "}"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def _table(metrics: List[Dict[str, Any]], group_by: Sequence[str]) -> str:
+    columns = [*group_by, "k", *(c for c, _ in SUMMARY_COLUMNS)]
+    columns += [m.summary for m in COMPANIONS if metrics and m.summary in metrics[0]]
+    return html_table(metrics, columns, "summary", ".4f")
+
+
+def html_table(rows: List[Dict[str, Any]], columns: Sequence[str], table_id: str, float_format: str) -> str:
+    """An HTML table of ``rows`` (dicts) under ``columns``: floats as ``float_format``, ``k`` as its label, ``-`` for none."""
+
+    def cell(column: str, value: Any) -> str:
+        if column == "k":
+            return k_label(value)
+        if isinstance(value, float):
+            return format(value, float_format)
+        return "-" if value is None else value
+
+    head = "".join(f"<th>{_e(c)}</th>" for c in columns)
+    body = ["<tr>" + "".join(f"<td>{_e(cell(c, row.get(c)))}</td>" for c in columns) + "</tr>" for row in rows]
+    # A wide table scrolls inside its own box; the page keeps the window's width.
+    return f'<div class="wide"><table id="{table_id}"><tr>{head}</tr>' + "".join(body) + "</table></div>"
+
+
+# ----------------------------------------------------------------------------- compare's page
 
 
 def render_comparison(
@@ -152,4 +302,58 @@ def render_comparison(
     >>> '<table id="comparison">' in page and 'class="margin"' in page
     True
     """
-    return _report_compare.render_comparison(rows, group_by, title, notes=notes, margins=margins, verdict=verdict)
+    columns = ["baseline_model", "candidate_model", *group_by, "k", *(c for c, _ in COMPARISON_COLUMNS)]
+    parts = page_head(title, notes, verdict=verdict)
+    parts += ["<h2>Pairs</h2>", html_table(rows, columns, "comparison", ".4g")]
+    parts.append("<h2>Mean difference (candidate − baseline) with its 95% interval</h2>")
+    for k in sorted({r["k"] for r in rows}, key=lambda k: (k is None, k or 0)):
+        at_k = [r for r in rows if r["k"] == k]
+        parts.append(difference_chart(at_k, group_by, k, sorted(set((margins or {}).get(k) or ()))))
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def difference_chart(
+    rows: List[Dict[str, Any]], group_by: Sequence[str], k: Any, margins: Sequence[float] = (), width: int = 620
+) -> str:
+    """One line per pair (and segment): the interval, the mean as a dot, a line at 0; each
+    non-inferiority margin as a dashed red line at -margin, on a scale that reaches it."""
+    shown = [r for r in rows if r.get("mean_difference") is not None]
+    left, right, top, line = 300, 24, 34, 26
+    height = top + line * max(len(shown), 1) + 20
+    ends = [[r[c] if r.get(c) is not None else r["mean_difference"] for c in ("difference_ci_low", "difference_ci_high")]
+            for r in shown]  # fmt: skip
+    span = max([abs(v) for pair in ends for v in pair] + [abs(m) for m in margins] + [1e-9])
+    w = width - left - right
+
+    def x_of(v: float) -> float:
+        return left + w * (v + span) / (2 * span)
+
+    svg = [f'<svg class="differences" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img">']
+    svg.append(f'<text x="8" y="20" font-size="15">NDCG@{_e(k_label(k))}</text>')
+    svg.append(f'<line x1="{x_of(0):.1f}" y1="{top - 6}" x2="{x_of(0):.1f}" y2="{height - 16}" stroke="#999"/>')
+    for m in margins:
+        svg.append(
+            f'<line class="margin" x1="{x_of(-m):.1f}" y1="{top - 6}" x2="{x_of(-m):.1f}" y2="{height - 16}" '
+            f'stroke="#d62728" stroke-dasharray="4 3"><title>non-inferiority margin -{m:g}</title></line>'
+            f'<text x="{x_of(-m):.1f}" y="{top - 10}" font-size="12" fill="#d62728" text-anchor="middle">-{m:g}</text>'
+        )
+    for v, anchor in ((-span, "start"), (0.0, "middle"), (span, "end")):
+        text = "0" if v == 0 else f"{v:+.3g}"
+        svg.append(
+            f'<text class="axis" x="{x_of(v):.1f}" y="{height - 4}" font-size="12" text-anchor="{anchor}">{text}</text>'
+        )
+    for i, (r, (low, high)) in enumerate(zip(shown, ends)):
+        y = top + line * i + line / 2
+        segment = ", ".join(f"{c}={r[c]}" for c in group_by)
+        label = f"{r['candidate_model']} vs {r['baseline_model']}" + (f" ({segment})" if segment else "")
+        p = r.get("p_value_adjusted")
+        tip = f"{label}: {r['mean_difference']:+.4f}" + (f", adjusted p = {p:.3g}" if p is not None else "")
+        svg.append(f'<text x="{left - 8}" y="{y + 4:.1f}" font-size="13" text-anchor="end">{_e(label)}</text>')
+        svg.append(f'<line x1="{x_of(low):.1f}" y1="{y:.1f}" x2="{x_of(high):.1f}" y2="{y:.1f}" stroke="#1f77b4"/>')
+        svg.append(
+            f'<circle class="pair" cx="{x_of(r["mean_difference"]):.1f}" cy="{y:.1f}" r="4" fill="#1f77b4">'
+            f"<title>{_e(tip)}</title></circle>"
+        )
+    svg.append("</svg>")
+    return "".join(svg)

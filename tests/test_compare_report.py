@@ -324,7 +324,7 @@ def test_report_renders_in_headless_chromium(spark, two_models, tmp_path):
 def test_report_labels_of_long_segment_names_stay_inside_their_charts(tmp_path):
     """Every text of every chart, legends included, lies within its SVG as Chromium lays it out
     (measured by a script in a test copy of the page; the report itself has none)."""
-    from ndcg_spark._report import render
+    from ndcg_spark.report import render
 
     models = [
         "a",

@@ -20,7 +20,6 @@ MODULES = [
     "ndcg_spark._scoring",
     "ndcg_spark._inputs",
     "ndcg_spark._charts",
-    "ndcg_spark._report",
     "ndcg_spark._sql",
     "ndcg_spark.job.console",
     "ndcg_spark.job.config",

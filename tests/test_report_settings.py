@@ -5,7 +5,7 @@ from __future__ import annotations
 import doctest
 from html.parser import HTMLParser
 
-from ndcg_spark import EvaluationOptions, _report
+from ndcg_spark import EvaluationOptions, report
 
 METRICS = [{"k": 5, "users": 2, "mean_ndcg": 0.5, "ndcg_ci_low": None, "ndcg_ci_high": None}]
 
@@ -47,9 +47,9 @@ def parsed(page):
 
 def test_report_shows_the_convention_and_its_switches_as_resolved():
     options = EvaluationOptions(convention="trec_eval", gain="exponential", gains={2: 5}, k=[5])
-    page = parsed(_report.render(METRICS, [], options=options))
+    page = parsed(report.render(METRICS, [], options=options))
     assert page.convention == "convention: trec_eval"
-    assert set(page.rows) == set(_report.CONVENTION_SWITCHES)
+    assert set(page.rows) == set(report.CONVENTION_SWITCHES)
     # The preset's switches, an explicit override over it, and the defaults it keeps.
     assert page.rows["tie_break"] == ("item_descending", True)
     assert page.rows["whole_list"] == ("all_judged", True)
@@ -63,18 +63,18 @@ def test_report_shows_the_convention_and_its_switches_as_resolved():
 
 
 def test_report_without_a_convention_says_so_and_without_options_shows_none():
-    page = parsed(_report.render(METRICS, [], options=EvaluationOptions(k=[5], ties="worst")))
+    page = parsed(report.render(METRICS, [], options=EvaluationOptions(k=[5], ties="worst")))
     assert page.convention.startswith("convention: none")
     assert page.rows["ties"] == ("worst", True)
     assert all(changed is False for name, (_, changed) in page.rows.items() if name != "ties")
-    bare = parsed(_report.render(METRICS, []))
+    bare = parsed(report.render(METRICS, []))
     assert (bare.convention, bare.rows) == (None, {})
 
 
 def test_settings_table_examples():
     finder = doctest.DocTestFinder()
     runner = doctest.DocTestRunner()
-    for test in finder.find(_report.settings_table, "settings_table", globs=vars(_report)):
+    for test in finder.find(report.settings_table, "settings_table", globs=vars(report)):
         runner.run(test)
     result = runner.summarize(verbose=False)
     assert (result.attempted, result.failed) == (3, 0)
