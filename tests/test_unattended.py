@@ -22,32 +22,7 @@ import pytest
 
 from ndcg_spark.errors import EXIT_CONFIG, EXIT_FAILURE, EXIT_LOCKED, EXIT_OK
 from ndcg_spark.job import history, lease, publish, run, storage
-from tests.test_publish import DATE, PLACE, args, check_invariant, kill_group, marker_of, start_job, wait_for
-
-
-@pytest.fixture(scope="module")
-def inputs(spark, tmp_path_factory):
-    """A good model, a worse one (scores reversed), and the relevance of 30 users."""
-    base = tmp_path_factory.mktemp("unattended-inputs")
-    rows = [(u, f"i{j}", float(10 - j)) for u in range(1, 31) for j in range(6)]
-    rel = [(u, f"i{j}", float((u + j) % 4)) for u in range(1, 31) for j in range(0, 8, 2)]
-    recs = spark.createDataFrame(rows, "user_id int, item_id string, score double")
-    frames = {
-        "good": recs,
-        "worse": recs.selectExpr("user_id", "item_id", "-score AS score"),
-        "rel": spark.createDataFrame(rel, "user_id int, item_id string, relevance double"),
-    }
-    for name, df in frames.items():
-        df.coalesce(1).write.parquet(str(base / name))
-    return {name: str(base / name) for name in frames}
-
-
-@pytest.fixture(scope="module")
-def published(inputs, tmp_path_factory):
-    """An output holding one complete dated result of the good model."""
-    out = tmp_path_factory.mktemp("unattended-published") / "out"
-    assert run(args(inputs, out, "good", "--run-date", DATE)) == EXIT_OK
-    return out
+from tests.publishing import DATE, PLACE, args, check_invariant, kill_group, marker_of, start_job, wait_for
 
 
 def copy_of(published, folder: Path) -> Path:
