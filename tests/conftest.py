@@ -30,6 +30,13 @@ def spark():
             f"-Dlog4j2.configurationFile=file:{DATA / 'log4j2-tests.properties'} "
             "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
         )
+        # Tiny test queries spend a quarter of the JVM's time compiling generated code (Janino,
+        # looking classes up in the jars); the interpreted operators give the same rows and
+        # figures. (The runs in a process of their own - the process, cluster and bench tests -
+        # keep Spark's default code generation, and the cluster tests compare their figures with
+        # this session's to the last bit.)
+        .config("spark.sql.codegen.wholeStage", "false")
+        .config("spark.sql.codegen.factoryMode", "NO_CODEGEN")
         .getOrCreate()
     )
     yield session
@@ -39,3 +46,39 @@ def spark():
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     return DATA
+
+
+# ----------------------------------------------------------------------------- publish and unattended
+# The inputs and the published result of tests/test_publish.py and tests/test_unattended.py: made
+# once per worker, whichever of the two files runs first. Every test copies ``published`` before
+# it changes anything.
+
+
+@pytest.fixture(scope="session")
+def inputs(spark, tmp_path_factory):
+    """A good model, a worse one (scores reversed), one with a bad row, and the relevance of 30 users."""
+    base = tmp_path_factory.mktemp("publish-inputs")
+    rows = [(u, f"i{j}", float(10 - j)) for u in range(1, 31) for j in range(6)]
+    rel = [(u, f"i{j}", float((u + j) % 4)) for u in range(1, 31) for j in range(0, 8, 2)]
+    recs = spark.createDataFrame(rows, "user_id int, item_id string, score double")
+    paths = {
+        "good": recs,
+        "worse": recs.selectExpr("user_id", "item_id", "-score AS score"),
+        "bad": recs.selectExpr("user_id", "item_id", "IF(user_id = 7, CAST('NaN' AS DOUBLE), score) AS score"),
+        "rel": spark.createDataFrame(rel, "user_id int, item_id string, relevance double"),
+    }
+    for name, df in paths.items():
+        df.coalesce(1).write.parquet(str(base / name))
+    return {name: str(base / name) for name in paths}
+
+
+@pytest.fixture(scope="session")
+def published(inputs, tmp_path_factory):
+    """An output holding one complete dated result of the good model: the result a bad night must not lose."""
+    from ndcg_spark.errors import EXIT_OK
+    from ndcg_spark.job import run
+    from tests.publishing import DATE, args
+
+    out = tmp_path_factory.mktemp("published") / "out"
+    assert run(args(inputs, out, "good", "--run-date", DATE)) == EXIT_OK
+    return out

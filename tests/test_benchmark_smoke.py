@@ -42,6 +42,7 @@ def run_script(script: Path, *args: str) -> subprocess.CompletedProcess:
     return proc
 
 
+@pytest.mark.bench
 def test_benchmark_script_runs_and_prints_ratios(tmp_path, bench_data):
     out_json = tmp_path / "bench.json"
     proc = run_script(BENCH, *DATA, *TINY, "--data-dir", str(bench_data), "--json", str(out_json))
@@ -67,6 +68,7 @@ def test_benchmark_script_runs_and_prints_ratios(tmp_path, bench_data):
     assert "ndcg@10=0.0000" not in results["results"]["b"]["check"]
 
 
+@pytest.mark.bench
 def test_timeline_script_splits_each_run_into_phases_within_the_run(tmp_path, bench_data):
     out_json = tmp_path / "timeline.json"
     proc = run_script(
@@ -94,6 +96,7 @@ def test_timeline_script_splits_each_run_into_phases_within_the_run(tmp_path, be
         assert any(abs(s["completed"] - data_end) < 1e-6 for s in run["stages"]), run
 
 
+@pytest.mark.bench
 def test_job_benchmark_times_each_whole_process_and_prints_the_ratios(tmp_path, bench_data):
     out_json = tmp_path / "job.json"
     work = ["--work-dir", str(tmp_path / "work"), "--json", str(out_json)]

@@ -200,6 +200,7 @@ def test_missing_input_exits_3(tmp_path, capsys):
     assert not out.exists()
 
 
+@pytest.mark.process
 def test_readme_sample_command_end_to_end(tmp_path):
     """The README's first command, as a new user runs it: a fresh process with its own local Spark."""
     out = tmp_path / "sample"
@@ -223,6 +224,7 @@ def test_readme_sample_command_end_to_end(tmp_path):
     assert manifest["input_rows"] == {"recommendations": 12200, "relevance": 20418}
 
 
+@pytest.mark.process
 def test_bad_input_in_a_fresh_process_is_one_line_on_stderr(tmp_path):
     """The README's promise, with Spark's own logging in play: a failed task is not logged first."""
     (tmp_path / "recs.csv").write_text("user_id,item_id,score\n1,a,0.9\n1,b,\n")

@@ -12,137 +12,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
-from chispa import assert_df_equality
 
 from ndcg_spark.errors import EXIT_CONFIG, EXIT_FAILURE, EXIT_INPUT, EXIT_LOCKED, EXIT_OK
 from ndcg_spark.job import publish, run
 from tests.faults import failing_at
-
-ROOT = Path(__file__).resolve().parents[1]
-DATE = "2026-11-21"
-PLACE = f"run_date={DATE}"
-#: Seconds a subprocess job may take to reach its step on a loaded 2-core machine.
-WAIT = 600
-
-
-@pytest.fixture(scope="module")
-def inputs(spark, tmp_path_factory):
-    """A good model, a worse one (scores reversed), one with a bad row, and the relevance."""
-    base = tmp_path_factory.mktemp("publish-inputs")
-    rows = [(u, f"i{j}", float(10 - j)) for u in range(1, 31) for j in range(6)]
-    rel = [(u, f"i{j}", float((u + j) % 4)) for u in range(1, 31) for j in range(0, 8, 2)]
-    recs = spark.createDataFrame(rows, "user_id int, item_id string, score double")
-    paths = {
-        "good": recs,
-        "worse": recs.selectExpr("user_id", "item_id", "-score AS score"),
-        "bad": recs.selectExpr("user_id", "item_id", "IF(user_id = 7, CAST('NaN' AS DOUBLE), score) AS score"),
-        "rel": spark.createDataFrame(rel, "user_id int, item_id string, relevance double"),
-    }
-    for name, df in paths.items():
-        df.coalesce(1).write.parquet(str(base / name))
-    return {name: str(base / name) for name in paths}
-
-
-def args(inputs, out, model="good", *extra):
-    return [
-        "--recommendations",
-        inputs[model],
-        "--relevance",
-        inputs["rel"],
-        "--output",
-        str(out),
-        "--k",
-        "3,5",
-        *extra,
-    ]
-
-
-@pytest.fixture(scope="module")
-def published(inputs, tmp_path_factory):
-    """An output holding one complete dated result of the good model: the result a bad night must not lose."""
-    out = tmp_path_factory.mktemp("published") / "out"
-    assert run(args(inputs, out, "good", "--run-date", DATE)) == EXIT_OK
-    return out
-
-
-def marker_of(out: Path, place: str = PLACE):
-    path = out / "_manifests" / place / "summary.json" if place else out / "summary.json"
-    # Strict JSON: NaN or Infinity would raise here.
-    return (
-        json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(f"{c} in {path}")) if path.exists() else None
-    )
-
-
-def data_files(folder: Path):
-    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and p.name[0] not in "._")
-
-
-def check_invariant(spark, out: Path, place: str = PLACE):
-    """A marker is there only beside the tables and files it describes, with the figures they hold."""
-    marker = marker_of(out, place)
-    if marker is None:
-        return None
-    for name, table in marker["run"]["tables"].items():
-        folder = out / table["path"]
-        assert data_files(folder) == table["files"], f"{name}: the files the marker vouches for are not the table's"
-    for name in ("per_user", "summary", "rejected/recommendations", "rejected/relevance"):
-        live = out / name / place if place else out / name
-        assert live.exists() == (name in marker["run"]["tables"]), f"{name}: there, but not in the marker, or gone"
-    report = (out / "_manifests" / place if place else out) / "report.html"
-    assert report.exists() == ("report.html" in marker["run"]["files"])
-    # The figures of the tables are the marker's.
-    per_user = spark.read.parquet(str(out / "per_user" / place if place else out / "per_user"))
-    means = {r["k"]: (r["users"], r["mean"]) for r in per_user.groupBy("k").agg({"ndcg": "avg", "*": "count"})
-             .withColumnsRenamed({"avg(ndcg)": "mean", "count(1)": "users"}).collect()}  # fmt: skip
-    assert {m["k"]: m["users"] for m in marker["metrics"]} == {k: u for k, (u, _) in means.items()}
-    for m in marker["metrics"]:
-        assert m["mean_ndcg"] == pytest.approx(means[m["k"]][1], abs=1e-12)
-    summary = spark.read.parquet(str(out / "summary" / place if place else out / "summary"))
-    expected = spark.createDataFrame([{c: m[c] for c in summary.columns} for m in marker["metrics"]], summary.schema)
-    assert_df_equality(summary, expected, ignore_row_order=True, ignore_nullable=True)
-    return marker
-
-
-def start_job(argv, pause=None, cwd=None):
-    """The job in a process group of its own; ``pause``: (step, file) where it stops, creating the file."""
-    # A JVM that starts cheaply (client compiler only, serial GC): several run at once on 2 cores.
-    jvm = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "JAVA_TOOL_OPTIONS": jvm}
-    launcher = ["ndcg_spark"] if pause is None else ["tests.faults", pause[0], str(pause[1]), "--"]
-    return subprocess.Popen(
-        [sys.executable, "-m", *launcher, "--master", "local[1]", *argv],
-        env=env,
-        cwd=cwd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-
-
-def kill_group(proc):
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(60)
-
-
-def wait_for(condition, proc, what):
-    deadline = time.time() + WAIT
-    while time.time() < deadline:
-        if condition():
-            return
-        if proc.poll() is not None:
-            pytest.fail(f"the job ended ({proc.returncode}) before {what}: {proc.stderr.read()[-2000:]}")
-        time.sleep(0.05)
-    kill_group(proc)
-    pytest.fail(f"timed out waiting for {what}")
-
+from tests.publishing import DATE, PLACE, args, check_invariant, kill_group, marker_of, start_job, wait_for
 
 #: Where a kill lands, and what a reader must see after it: the previous result, no marker, or
 #: the new result. (A kill with the result staged, before its publish, is in the overlap test.)
