@@ -3,10 +3,11 @@
 The public API is what ``__all__`` names; every other module and name is private.
 """
 
-from ndcg_spark.compare import ComparisonResult, ModelComparison, compare, compare_models, paired_difference
+from ndcg_spark.compare import ComparisonResult, ModelComparison, compare, compare_models
 from ndcg_spark.errors import ConfigError, InputDataError, NdcgError, QualityGateFailed
 from ndcg_spark.evaluation import EvaluationResult, evaluate
 from ndcg_spark.options import EvaluationOptions
+from ndcg_spark.paired import paired_difference
 from ndcg_spark.reading import read_table
 from ndcg_spark.validation import TableReport, validate
 

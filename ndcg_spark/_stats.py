@@ -7,7 +7,7 @@ Pure Python on the few summary numbers per (segment, k); nothing per user.
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 CORRECTIONS = ("holm", "bonferroni")
 
@@ -27,6 +27,13 @@ def paired_t_test(n: int, mean: Optional[float], std: Optional[float]) -> Dict[s
         t = mean / se
         p = 2.0 * student_t_sf(abs(t), df)
     return {"difference_ci_low": mean - half, "difference_ci_high": mean + half, "t_statistic": t, "p_value": p}
+
+
+def with_t_test(record: Dict[str, Any], n: str) -> Dict[str, Any]:
+    """A collected summary row with its paired t-test: the 95% interval of ``mean_difference``
+    over ``record[n]`` pairs (its spread ``std_difference``), the t statistic and the p-value."""
+    record.update(paired_t_test(record[n], record["mean_difference"], record["std_difference"]))
+    return record
 
 
 def student_t_sf(t: float, df: int) -> float:

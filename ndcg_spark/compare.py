@@ -1,6 +1,5 @@
 """Paired comparison of two models against one relevance table, and of N models
-(:func:`compare_models`: against a baseline or every pair, with a multiple-testing correction);
-and of two per-user tables already computed, such as two runs' (:func:`paired_difference`).
+(:func:`compare_models`: against a baseline or every pair, with a multiple-testing correction).
 
 Per user and k the two NDCG values are paired (``candidate - baseline``); per segment and k the
 summary reports both means, the mean paired difference with its 95% interval, a paired t-test
@@ -13,7 +12,7 @@ from __future__ import annotations
 import functools
 import itertools
 from dataclasses import dataclass, field, replace
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -22,7 +21,7 @@ from ndcg_spark import _metrics, _stats
 from ndcg_spark._columns import EXCLUDED
 from ndcg_spark._counts import RowCount, counted
 from ndcg_spark._sql import ident
-from ndcg_spark._stats import adjust_p_values, paired_t_test
+from ndcg_spark._stats import adjust_p_values, with_t_test
 from ndcg_spark._summary import excluded, join_null_safe
 from ndcg_spark.errors import ConfigError, InputDataError, input_errors
 from ndcg_spark.evaluation import EvaluationResult, evaluate_counted
@@ -62,7 +61,7 @@ class ComparisonResult:
         statistic and the two-sided p-value of the paired t-test."""
         with input_errors():
             collected = self.summary.collect()
-        return [_with_t_test(row.asDict(), "pairs") for row in collected]
+        return [with_t_test(row.asDict(), "pairs") for row in collected]
 
 
 def compare(
@@ -190,87 +189,6 @@ def _summarize_pairs(per_user: DataFrame, opts: EvaluationOptions) -> DataFrame:
     )
 
 
-def paired_difference(
-    current: DataFrame, previous: DataFrame, group_by: Sequence[str] = (), user_col: str = "user_id"
-) -> List[Dict[str, Any]]:
-    """Per segment and k, the paired change of NDCG from ``previous`` to ``current`` over the
-    users in both: two per-user tables (two runs of one model, two models) paired by user.
-
-    The pairs are matched on the segment columns, the user and ``k``, a null matching a null
-    (``k`` is null for the whole list). Unlike :func:`compare`, which evaluates both sides
-    itself and applies the exclusion policies to each pair, this pairs figures already computed
-    (``EvaluationResult.per_user``, or a ``per_user/`` table written earlier), and a user
-    missing from either side is left out. The pairing and the sums run in Spark; one row per
-    segment and k is collected, and the 95% interval of the mean difference and the paired
-    t-test are computed from it as :meth:`ComparisonResult.report` computes them.
-
-    Parameters
-    ----------
-    current, previous : DataFrame
-        Per-user figures of the two sides: the segment columns, ``user_col``, ``k`` and ``ndcg``
-        (other columns are ignored). The difference is ``current - previous``.
-    group_by : sequence of str
-        The segment columns (none by default).
-    user_col : str
-        The user column.
-
-    Returns
-    -------
-    list of dict
-        One per segment and k present in both (segments, then k ascending, the whole list
-        last): the segment columns, ``k``, ``users_in_common``, ``mean_previous``,
-        ``mean_current``, ``mean_difference``, ``std_difference``, ``difference_ci_low``,
-        ``difference_ci_high``, ``t_statistic``, ``p_value`` (the last five None for fewer than
-        two users in common).
-
-    Raises
-    ------
-    InputDataError
-        A table without one of the columns paired on, or without ``ndcg``.
-
-    Examples
-    --------
-    >>> schema = "user_id int, k int, ndcg double"
-    >>> before = spark.createDataFrame([(1, 5, 0.5), (2, 5, 0.25), (3, 5, 1.0)], schema)
-    >>> after = spark.createDataFrame([(1, 5, 0.75), (2, 5, 0.75), (4, 5, 0.0)], schema)
-    >>> row = paired_difference(after, before)[0]
-    >>> row["k"], row["users_in_common"], row["mean_previous"], row["mean_current"], row["mean_difference"]
-    (5, 2, 0.375, 0.75, 0.375)
-    """
-    keys = [*group_by, user_col, "k"]
-    for name, table in (("current", current), ("previous", previous)):
-        missing = [c for c in (*keys, "ndcg") if c not in table.columns]
-        if missing:
-            raise InputDataError(
-                f"the {name} per-user table has no column {missing[0]!r} (it has: {', '.join(table.columns)})"
-            )
-    sides = [
-        table.select(*[F.col(ident(c)) for c in keys], F.col("ndcg").alias(alias))
-        for table, alias in ((current, "ndcg"), (previous, "__ndcg_previous"))
-    ]
-    # Null-safe: k is null for the whole list, and a segment value may be null.
-    pairs = join_null_safe(sides[0], sides[1], keys, "inner")
-    d = F.col("ndcg") - F.col("__ndcg_previous")
-    summary = pairs.groupBy(*[F.col(ident(c)) for c in (*group_by, "k")]).agg(
-        F.count(F.lit(1)).alias("users_in_common"),
-        F.avg("__ndcg_previous").alias("mean_previous"),
-        F.avg("ndcg").alias("mean_current"),
-        F.avg(d).alias("mean_difference"),
-        F.stddev_samp(d).alias("std_difference"),
-    )
-    order = [*group_by, "k"]
-    # A handful of rows, sorted here: nulls last, as the summaries order them.
-    rows = sorted((r.asDict() for r in summary.collect()), key=lambda r: [(r[c] is None, r[c]) for c in order])
-    return [_with_t_test(r, "users_in_common") for r in rows]
-
-
-def _with_t_test(record: Dict[str, Any], n: str) -> Dict[str, Any]:
-    """A collected summary row with its paired t-test: the 95% interval of ``mean_difference``
-    over ``record[n]`` pairs (its spread ``std_difference``), the t statistic and the p-value."""
-    record.update(paired_t_test(record[n], record["mean_difference"], record["std_difference"]))
-    return record
-
-
 # ----------------------------------------------------------------------------- many models
 
 PAIRINGS = ("baseline", "all")
@@ -353,7 +271,7 @@ class ModelComparison:
         for row in collected:
             record = row.asDict()
             del record["__pair"]
-            rows.append(_with_t_test(record, "pairs"))
+            rows.append(with_t_test(record, "pairs"))
         families: Dict[tuple, List[int]] = {}
         for i, row in enumerate(rows):
             families.setdefault(tuple(row[c] for c in keys), []).append(i)

@@ -17,6 +17,7 @@ MODULES = [
     "ndcg_spark.validation",
     "ndcg_spark.errors",
     "ndcg_spark.compare",
+    "ndcg_spark.paired",
     "ndcg_spark._scoring",
     "ndcg_spark._inputs",
     "ndcg_spark._charts",

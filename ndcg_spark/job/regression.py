@@ -15,13 +15,13 @@ from typing import Any, Dict, List, Sequence
 
 from pyspark.sql import DataFrame
 
-from ndcg_spark.compare import paired_difference
 from ndcg_spark.errors import InputDataError
 from ndcg_spark.job.gates import Gate, check
 from ndcg_spark.job.history import RUN_DATE, previous_intact_run, read_per_user
 from ndcg_spark.job.result import DropOutcome
 from ndcg_spark.job.storage import Files
 from ndcg_spark.job.verdict import drop_line
+from ndcg_spark.paired import paired_difference
 
 
 def paired_change(
