@@ -55,7 +55,8 @@ def test_benchmark_script_runs_and_prints_ratios(tmp_path, bench_data):
         found = re.match(r"ratio (\S+)\s+=\s+([\d.]+|nan)\s+\(target <= ([\d.]+)\)\s+(MET|NOT MET)\b", line)
         assert found, line
         value, target, verdict = float(found.group(2)), float(found.group(3)), found.group(4)
-        assert verdict == ("MET" if value <= target else "NOT MET"), line
+        # The value is printed to 3 decimals: one printed equal to its target may be either side of it.
+        assert verdict == ("MET" if value <= target else "NOT MET") or abs(value - target) < 5e-4, line
 
     report = json.loads(out_json.read_text())
     # The driver JVM really started with its heap fixed at the driver memory (see bench.jvm_options).
