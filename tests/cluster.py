@@ -24,6 +24,8 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import pyspark
 
+from tests.helpers import QUICK_JVM
+
 ROOT = Path(__file__).resolve().parents[1]
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 SPARK_CLASS = SPARK_HOME / "bin" / "spark-class"
@@ -327,10 +329,7 @@ def daemon_env(python: Path, base: Path, **extra: str) -> Dict[str, str]:
     )
 
 
-#: JVM flags for every driver and executor the tests start: only the C1 JIT and the serial
-#: collector. Small, short jobs on two cores finish in about half the time (JIT compilation and
-#: GC threads compete less with the job); results cannot change, Java arithmetic being strict.
-QUICK_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+#: Every driver and executor the tests start takes the suite's quick JVM flags (tests/helpers.py).
 JVM_DEFAULTS = {"spark.driver.defaultJavaOptions": QUICK_JVM, "spark.executor.defaultJavaOptions": QUICK_JVM}
 
 

@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import QUICK_JVM
+
 DATA = Path(__file__).parent / "data"
+
+# Every JVM started through spark-submit (this session's, the job's in a process of its own, the
+# benchmarks', the cluster's drivers) takes the quick flags; set before any starts, so the
+# pytest-xdist workers and their subprocesses inherit them.
+os.environ["SPARK_SUBMIT_OPTS"] = f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} {QUICK_JVM}".strip()
 
 
 @pytest.fixture(scope="session")
@@ -24,12 +31,8 @@ def spark():
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.default.parallelism", "4")
         .config("spark.sql.session.timeZone", "UTC")
-        # Tiny test queries: the C1 JIT and the serial GC start faster; results cannot change.
-        .config(
-            "spark.driver.extraJavaOptions",
-            f"-Dlog4j2.configurationFile=file:{DATA / 'log4j2-tests.properties'} "
-            "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
-        )
+        # The JVM's flags are QUICK_JVM, through SPARK_SUBMIT_OPTS (above).
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{DATA / 'log4j2-tests.properties'}")
         # Tiny test queries spend a quarter of the JVM's time compiling generated code (Janino,
         # looking classes up in the jars); the interpreted operators give the same rows and
         # figures. (The runs in a process of their own - the process, cluster and bench tests -

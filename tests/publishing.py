@@ -79,9 +79,8 @@ def check_invariant(spark, out: Path, place: str = PLACE):
 
 def start_job(argv, pause=None, cwd=None):
     """The job in a process group of its own; ``pause``: (step, file) where it stops, creating the file."""
-    # A JVM that starts cheaply (client compiler only, serial GC): several run at once on 2 cores.
-    jvm = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "JAVA_TOOL_OPTIONS": jvm}
+    # Its JVM takes the suite's quick flags through SPARK_SUBMIT_OPTS (tests/conftest.py).
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     launcher = ["ndcg_spark"] if pause is None else ["tests.faults", pause[0], str(pause[1]), "--"]
     return subprocess.Popen(
         [sys.executable, "-m", *launcher, "--master", "local[1]", *argv],
