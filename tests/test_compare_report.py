@@ -70,6 +70,7 @@ def test_compare_excludes_one_sided_users_under_the_exclude_policy(spark, two_mo
     assert report["pairs"] == 49 and report["users_excluded"] == 1
 
 
+@pytest.mark.job
 def test_compare_command_line_with_a_model_column(spark, two_models, tmp_path, capsys):
     baseline, candidate, rel = two_models
     both = baseline.withColumn("model", F.lit("prod")).unionByName(candidate.withColumn("model", F.lit("v2")))
@@ -106,6 +107,7 @@ def test_compare_command_line_with_a_model_column(spark, two_models, tmp_path, c
     assert spark.read.parquet(str(out / "comparison")).count() == 2
 
 
+@pytest.mark.job
 def test_compare_needs_a_candidate(tmp_path, capsys):
     assert run(["compare", "--recommendations", "x/", "--relevance", "y/", "--output", str(tmp_path / "o")]) == 2
     assert "compare needs --candidate" in capsys.readouterr().err
@@ -214,6 +216,7 @@ def test_compare_models_refuses_what_it_cannot_pair(spark, three_models):
         compare_models(one_table, rel, model_col="model")
 
 
+@pytest.mark.job
 def test_compare_command_line_all_pairs_by_segment_with_bonferroni(spark, three_models, tmp_path, capsys):
     models, rel = three_models
     one_table = functools.reduce(
@@ -244,6 +247,7 @@ def test_compare_command_line_all_pairs_by_segment_with_bonferroni(spark, three_
     assert 'id="comparison"' in page and page.count('class="pair"') == 6
 
 
+@pytest.mark.job
 def test_compare_command_line_with_several_candidate_tables(spark, three_models, tmp_path):
     models, rel = three_models
     for name, df in models.items():

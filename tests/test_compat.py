@@ -25,6 +25,7 @@ RECS = "user_id int, item_id string, score double"
 REL = "user_id int, item_id string, relevance double"
 
 
+@pytest.mark.job
 def test_a_pyspark_older_than_3_5_stops_the_job_before_spark_starts(monkeypatch, tmp_path, capsys):
     import pyspark
 

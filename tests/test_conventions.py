@@ -66,6 +66,7 @@ def mean_of(values, users, k):
 # ------------------------------------------------------------------------------- presets and switches
 
 
+@pytest.mark.job
 def test_a_preset_sets_its_switches_and_explicit_options_override_it():
     opts = EvaluationOptions(convention="sklearn", ties="item")
     assert (opts.ideal, opts.ties, opts.convention) == ("candidates", "item", "sklearn")
@@ -238,6 +239,7 @@ def test_trec_eval_preset_on_trec_evals_own_test_files(spark, data_dir):
         assert mean_of(got, topics, k) == pytest.approx(value, abs=5e-5), k
 
 
+@pytest.mark.job
 def test_job_with_the_trec_eval_convention(spark, data_dir, tmp_path):
     """``ndcg-spark --convention trec_eval`` on trec_eval's test files (as Parquet) gives out.test.a's
     ``ndcg`` and ``ndcg_cut_k`` means, and the manifest records the convention and its switches."""

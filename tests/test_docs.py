@@ -37,7 +37,9 @@ MODULES = [
 ]
 
 
-@pytest.mark.parametrize("name", MODULES)
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.job) if n.startswith("ndcg_spark.job.") else n for n in MODULES]
+)
 def test_docstring_examples_run(spark, name):
     module = importlib.import_module(name)
     globs = {**vars(module), **{n: getattr(ndcg_spark, n) for n in ndcg_spark.__all__}, "spark": spark}

@@ -166,6 +166,7 @@ def test_companion_metrics_match_ranking_evaluator_on_binary_data(spark):
         assert ours_value == pytest.approx(spark_value, abs=1e-9), metric
 
 
+@pytest.mark.job
 def test_each_companion_metric_is_averaged_and_shown_everywhere(spark):
     """Every metric of the registry has its per-user column, its mean over the included users in
     the summary (checked against the per-user figures averaged here), a column of the report's

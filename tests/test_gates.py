@@ -16,6 +16,8 @@ from ndcg_spark.job.verdict import worse_failure
 from ndcg_spark.report import render_comparison
 from tests.helpers import browser, frames, layout_at, random_graded
 
+pytestmark = pytest.mark.job  # the job's tests: left out of the library's loop (CONTRIBUTING.md)
+
 SVG = "{http://www.w3.org/2000/svg}"
 
 

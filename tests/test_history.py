@@ -18,6 +18,8 @@ from ndcg_spark.job.result import RunResult
 from ndcg_spark.report import trend_chart
 from tests.helpers import browser, frames, random_graded, texts_outside_svgs
 
+pytestmark = pytest.mark.job  # the job's tests: left out of the library's loop (CONTRIBUTING.md)
+
 NIGHTS = ("2026-11-20", "2026-11-21", "2026-11-22")
 SVG = "{http://www.w3.org/2000/svg}"
 

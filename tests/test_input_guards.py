@@ -71,6 +71,7 @@ def test_a_csv_file_whose_header_is_not_the_tables_stops_the_read_naming_it(spar
     assert re.fullmatch(rf"\S*/recs/b\.csv {re.escape(words)}: every CSV file of a table must begin with .*", message)
 
 
+@pytest.mark.job
 @pytest.mark.parametrize("second, words", BAD_HEADERS)
 def test_job_exits_3_with_one_line_on_a_csv_file_whose_header_is_not_the_tables(tmp_path, capsys, second, words):
     recs = _folder(tmp_path / "recs", {"a.csv": FIRST, "b.csv": second})
@@ -82,6 +83,7 @@ def test_job_exits_3_with_one_line_on_a_csv_file_whose_header_is_not_the_tables(
     assert not (tmp_path / "out" / "summary.json").exists()
 
 
+@pytest.mark.job
 def test_csv_files_with_one_header_are_read_by_name(spark, tmp_path):
     """The check refuses nothing it should read: the same header in every file (in any case),
     and a header with an empty name (a pandas index) or a name that Spark itself would give one."""
@@ -144,6 +146,7 @@ def test_parquet_files_that_disagree_on_a_columns_type_stop_the_read_naming_file
     assert (found, expected) in (("INT64", "double"), ("DOUBLE", "decimal(10,2)")), message
 
 
+@pytest.mark.job
 def test_job_exits_3_with_one_line_on_parquet_files_that_disagree_on_a_type(spark, tmp_path, capsys):
     rel = _mixed_parquet(spark, tmp_path / "rel")
     recs = spark.createDataFrame([(1, "A", 0.9), (2, "B", 0.9)], "user_id int, item_id string, score double")
@@ -218,6 +221,7 @@ def test_gains_that_add_up_below_the_largest_double_give_their_ndcg(spark):
     assert_df_equality(got, expected, ignore_row_order=True, ignore_nullable=True)
 
 
+@pytest.mark.job
 @pytest.mark.parametrize("gain, grade", OVERFLOWS)
 def test_job_exits_3_with_one_line_when_the_sums_overflow(tmp_path, capsys, gain, grade):
     recs = _write(tmp_path / "recs.csv", "user_id,item_id,score\n1,a,3\n1,b,2\n1,c,1\n2,a,1\n")
@@ -231,6 +235,7 @@ def test_job_exits_3_with_one_line_when_the_sums_overflow(tmp_path, capsys, gain
     assert not (tmp_path / "out" / "summary.json").exists()
 
 
+@pytest.mark.job
 def test_dcgs_that_add_up_past_the_largest_double_in_a_mean_stop_the_run(spark, tmp_path, capsys):
     """Each user's DCG is a double, the sum the mean adds up is not: an input error, never inf in the summary."""
     recs = spark.createDataFrame([(1, "a", 1.0), (2, "a", 1.0)], "user_id int, item_id string, score double")

@@ -109,6 +109,7 @@ def test_read_table_refuses_with_the_cause(spark, tmp_path, kwargs, error, words
     assert words in str(info.value) and "\n" not in str(info.value)
 
 
+@pytest.mark.job
 @pytest.mark.parametrize("fmt, text", [("csv", "user_id,item_id,score\n"), ("json", ""), ("trec", "\n")])
 def test_an_empty_file_is_empty_whatever_the_format(spark, tmp_path, capsys, fmt, text):
     path = _write(tmp_path / f"recs.{fmt}", text)
@@ -164,6 +165,7 @@ def test_trec_negative_relevance_ties_and_ranks_as_trec_eval(spark, tmp_path):
 # ----------------------------------------------------------------------------- the job
 
 
+@pytest.mark.job
 def test_job_on_trec_eval_files_reproduces_trec_eval(spark, data_dir, tmp_path):
     """trec_eval's own test run and qrels, straight from their text, give its ndcg_cut figures."""
     trec = data_dir / "trec_eval"
@@ -182,6 +184,7 @@ def test_job_on_trec_eval_files_reproduces_trec_eval(spark, data_dir, tmp_path):
     assert {key: pytest.approx(per_topic[key], abs=5e-5) for key in expected} == expected
 
 
+@pytest.mark.job
 def test_job_keeps_leading_zero_keys_and_prints_companion_means(tmp_path, capsys):
     recs, rel = _write(tmp_path / "recs.csv", RECS_CSV), _write(tmp_path / "rel.csv", REL_CSV)
     out = tmp_path / "out"
@@ -196,6 +199,7 @@ def test_job_keeps_leading_zero_keys_and_prints_companion_means(tmp_path, capsys
     assert row[-5:] == [f"{metrics[0][c]:.6f}" for c in figures]
 
 
+@pytest.mark.job
 def test_job_mixed_parquet_and_csv_with_a_schema_in_the_config(spark, tmp_path):
     """Recommendations in Parquet with integer users; the judgements a CSV file whose users the
     schema reads as integers, so the two tables join."""
@@ -227,6 +231,7 @@ def test_job_mixed_parquet_and_csv_with_a_schema_in_the_config(spark, tmp_path):
     assert manifest["metrics"][1]["mean_ndcg"] == pytest.approx(_mean(lists, judged, 2), abs=1e-12)
 
 
+@pytest.mark.job
 def test_a_missing_file_named_without_a_slash_is_said_to_be_taken_for_a_table(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)  # recs.csv would be a file here, if it existed
     _write(tmp_path / "rel.csv", REL_CSV)
@@ -238,6 +243,7 @@ def test_a_missing_file_named_without_a_slash_is_said_to_be_taken_for_a_table(tm
     ]
 
 
+@pytest.mark.job
 @pytest.mark.parametrize(
     "files, flags, code, words",
     [
@@ -277,6 +283,7 @@ def test_job_errors_are_one_line_naming_the_cause(tmp_path, capsys, files, flags
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.job
 @pytest.mark.parametrize(
     "argv, words",
     [
@@ -291,6 +298,7 @@ def test_usage_errors_are_one_line_with_exit_2(capsys, argv, words):
     assert out == "" and len(err.strip().splitlines()) == 1 and words in err
 
 
+@pytest.mark.job
 @pytest.mark.parametrize("argv", [["--version"], ["compare", "--version"]])
 def test_version(capsys, argv):
     import pyspark
@@ -301,6 +309,7 @@ def test_version(capsys, argv):
     assert capsys.readouterr().out.strip() == f"ndcg-spark {__version__} (PySpark {pyspark.__version__})"
 
 
+@pytest.mark.job
 def test_help_shows_the_true_defaults(capsys):
     assert run(["--help"]) == EXIT_OK
     flags = {}

@@ -16,6 +16,8 @@ from ndcg_spark.errors import EXIT_CONFIG, EXIT_INPUT, EXIT_OK
 from ndcg_spark.job import run
 from tests.helpers import reference_ndcg, trec_expected, trec_tables
 
+pytestmark = pytest.mark.job  # the job's tests: left out of the library's loop (CONTRIBUTING.md)
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -18,6 +18,8 @@ from ndcg_spark.job.gates import Gate
 from ndcg_spark.job.result import RunResult
 from tests.helpers import frames, random_graded
 
+pytestmark = pytest.mark.job  # the job's tests: left out of the library's loop (CONTRIBUTING.md)
+
 HAS_MLFLOW = importlib.util.find_spec("mlflow") is not None
 REQUIRED = {"recommendations": "r/", "relevance": "g/", "output": "o/"}
 

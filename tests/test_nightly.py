@@ -19,6 +19,8 @@ from ndcg_spark.errors import EXIT_OK, EXIT_QUALITY_GATE
 from ndcg_spark.job import RunResult, cli, history, run, storage
 from tests.helpers import browser, frames, layout_at, random_graded
 
+pytestmark = pytest.mark.job  # the job's tests: left out of the library's loop (CONTRIBUTING.md)
+
 NIGHTS = ("2026-11-20", "2026-11-21", "2026-11-22")
 SVG = "{http://www.w3.org/2000/svg}"
 HAS_MLFLOW = importlib.util.find_spec("mlflow") is not None

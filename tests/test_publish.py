@@ -20,6 +20,8 @@ from ndcg_spark.job import publish, run
 from tests.faults import failing_at
 from tests.publishing import DATE, PLACE, args, check_invariant, kill_group, marker_of, start_job, wait_for
 
+pytestmark = pytest.mark.job  # the job's tests: left out of the library's loop (CONTRIBUTING.md)
+
 #: Where a kill lands, and what a reader must see after it: the previous result, no marker, or
 #: the new result. (A kill with the result staged, before its publish, is in the overlap test.)
 KILLS = {

@@ -168,6 +168,7 @@ def _finished(stdout):
     return lines[0]
 
 
+@pytest.mark.job
 def test_gates_hold_every_segment_and_name_the_one_below(spark, served_paths, tmp_path, capsys):
     base = served_paths
     summary = {
@@ -198,6 +199,7 @@ def test_gates_hold_every_segment_and_name_the_one_below(spark, served_paths, tm
     assert {(g["segment"]["model"], g["passed"]) for g in gates} == {(m, m != worst) for m in ("a", "b", "c")}
 
 
+@pytest.mark.job
 def test_a_gate_with_a_segment_filter(spark, served_paths, tmp_path, capsys):
     base = served_paths
     flags = ["--k", "1,2", "--group-by", "model"]
@@ -214,6 +216,7 @@ def test_a_gate_with_a_segment_filter(spark, served_paths, tmp_path, capsys):
     assert "country is not a group_by column" in capsys.readouterr().err
 
 
+@pytest.mark.job
 def test_the_job_with_attributes_and_the_compare_finished_line(spark, served_paths, tmp_path, capsys):
     base = served_paths
     code = _job(base, tmp_path / "attrs", "--k", "2", "--group-by", "country", "--user-attributes", str(base / "attrs"))

@@ -13,6 +13,8 @@ from ndcg_spark.job import tracking
 from ndcg_spark.job.result import RunResult
 from tests.helpers import frames, random_graded
 
+pytestmark = pytest.mark.job  # the job's tests: left out of the library's loop (CONTRIBUTING.md)
+
 NIGHTS = ("2026-11-20", "2026-11-21", "2026-11-22")
 
 

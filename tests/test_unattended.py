@@ -24,6 +24,8 @@ from ndcg_spark.errors import EXIT_CONFIG, EXIT_FAILURE, EXIT_LOCKED, EXIT_OK
 from ndcg_spark.job import history, lease, publish, run, storage
 from tests.publishing import DATE, PLACE, args, check_invariant, kill_group, marker_of, start_job, wait_for
 
+pytestmark = pytest.mark.job  # the job's tests: left out of the library's loop (CONTRIBUTING.md)
+
 
 def copy_of(published, folder: Path) -> Path:
     folder.parent.mkdir(parents=True, exist_ok=True)

@@ -157,6 +157,7 @@ def test_a_rank_tie_across_the_cut_stops_the_run(spark):
     assert_df_equality(evaluate(recs, rel, k=[1], rank_col="rank").per_user, expected, ignore_nullable=True)
 
 
+@pytest.mark.job
 @pytest.mark.parametrize("case", ["null score", "negative relevance", "rank tie", "duplicate relevance"])
 def test_row_problems_through_the_command_line(spark, tmp_path, capsys, case):
     spec = ROW_CASES[case]
@@ -168,6 +169,7 @@ def test_row_problems_through_the_command_line(spark, tmp_path, capsys, case):
     assert not out.exists()
 
 
+@pytest.mark.job
 @pytest.mark.parametrize("case", ["null score", "duplicate relevance"])
 def test_bad_input_leaves_the_previous_output_as_it_was(spark, tmp_path, capsys, case):
     """The job reads its input once when it is fine: the figures are computed before anything is
@@ -188,6 +190,7 @@ def test_bad_input_leaves_the_previous_output_as_it_was(spark, tmp_path, capsys,
     assert after == before
 
 
+@pytest.mark.job
 @pytest.mark.parametrize(
     "recs_schema, rel_schema, words",
     [
@@ -235,6 +238,7 @@ def test_schema_problems(spark, tmp_path, capsys, recs_schema, rel_schema, words
     assert not out.exists()
 
 
+@pytest.mark.job
 @pytest.mark.parametrize("table", ["recommendations", "relevance"])
 def test_empty_table(spark, tmp_path, capsys, table):
     recs, rel = _tables(spark, [] if table == "recommendations" else None, [] if table == "relevance" else None)
@@ -245,6 +249,7 @@ def test_empty_table(spark, tmp_path, capsys, table):
     assert not out.exists()
 
 
+@pytest.mark.job
 def test_unreadable_format(spark, tmp_path, capsys):
     csv = tmp_path / "recs.csv"
     csv.write_text("user_id,item_id,score\n1,a,0.5\n")
@@ -254,12 +259,14 @@ def test_unreadable_format(spark, tmp_path, capsys):
     assert "cannot read recommendations" in err[0] and "as parquet" in err[0]
 
 
+@pytest.mark.job
 def test_unknown_catalog_table(tmp_path, capsys):
     code = run(["--recommendations", "no_such_table", "--relevance", "nor_this", "--output", str(tmp_path / "o")])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == EXIT_INPUT and "cannot read recommendations 'no_such_table' as a table" in err[0]
 
 
+@pytest.mark.job
 def test_output_holding_other_data_is_refused(spark, tmp_path, capsys):
     recs, rel = _tables(spark)
     (tmp_path / "out").mkdir()
@@ -281,6 +288,7 @@ def test_negative_relevance_clipped_to_zero(spark):
     assert_df_equality(clipped, zero)
 
 
+@pytest.mark.job
 def test_awkward_column_names_through_the_command_line(spark, tmp_path):
     recs = spark.createDataFrame(GOOD_RECS, "`user id` int, `a.b` string, `s``core` double")
     rel = spark.createDataFrame(GOOD_REL, "`user id` int, `a.b` string, relevance double")
@@ -314,6 +322,7 @@ def _inject(rng, rows, bad_rows, n):
     return [mixed[i] for i in order]
 
 
+@pytest.mark.job
 def test_quarantine_equals_clean_rows_alone_and_accounting_adds_up(spark, tmp_path):
     rng = np.random.default_rng(42)
     clean_recs = [
@@ -409,6 +418,7 @@ def test_rank_ties_are_per_segment_list(spark):
     assert report.problems == {"null_rank": 1, "rank_tie": 2}
 
 
+@pytest.mark.job
 def test_quarantine_under_a_run_date_with_no_rejected_rows_and_reruns(spark, tmp_path):
     # Day 1: two bad recommendation rows, no bad relevance row (an empty rejected table).
     recs = spark.createDataFrame(GOOD_RECS + [(None, "z", 0.5), (3, "q", None)], RECS_SCHEMA)
@@ -440,6 +450,7 @@ def test_quarantine_under_a_run_date_with_no_rejected_rows_and_reruns(spark, tmp
     assert not any(k.startswith("invalid: ") for k in manifest["rows"]["recommendations"]["set_aside"])
 
 
+@pytest.mark.job
 def test_accounting_with_segments_counts_each_judgement_once(spark, tmp_path):
     # User 1 has a list in models a and b: its two judgements serve both lists, read once each.
     recs = spark.createDataFrame(
@@ -466,6 +477,7 @@ def test_accounting_with_segments_counts_each_judgement_once(spark, tmp_path):
     }
 
 
+@pytest.mark.job
 def test_accounting_counts_each_reason(spark, tmp_path):
     recs = spark.createDataFrame(
         [(1, "a", 0.9), (1, "a", 0.8), (1, "b", 0.7), (1, "c", 0.6), (2, "a", 0.5), (3, "a", 0.4)], RECS_SCHEMA
@@ -492,6 +504,7 @@ def test_accounting_counts_each_reason(spark, tmp_path):
     }
 
 
+@pytest.mark.job
 @pytest.mark.parametrize("lost", ["recommendations", "relevance"])
 def test_rows_lost_inside_the_evaluation_fail_the_accounting(spark, tmp_path, capsys, monkeypatch, lost):
     """Each reason is counted from its own rows: a stage that drops rows cannot hide them in
@@ -514,6 +527,7 @@ def test_rows_lost_inside_the_evaluation_fail_the_accounting(spark, tmp_path, ca
     assert not (out / "summary.json").exists()
 
 
+@pytest.mark.job
 def test_a_bad_row_met_by_the_library_or_the_callers_action_is_an_input_data_error(spark, tmp_path, capsys):
     # A negative grade found while Spark computes: the caller's own action inside input_errors(),
     # and the library's own actions (compare's report), raise InputDataError with the job's line.
