@@ -150,8 +150,10 @@ def test_cross_validator_over_a_pipeline_keeps_the_better_ranking(spark, tmp_pat
     """Two 'models' in a Pipeline: one ranks by the label itself (NDCG 1 for every user), one
     by its opposite. CrossValidator with NdcgEvaluator keeps the first; the tuned model, with
     its evaluator, is saved and read back."""
-    rows = [(u, i, float((u * 7 + i * 3) % 5)) for u in range(8) for i in range(6)]
-    frame = spark.createDataFrame(rows, "user int, item int, label double")
+    # Each user whole in one fold (foldCol): a random split of the rows depends on the
+    # partitioning, and could leave a user only its grade-0 items in a fold (NDCG 0).
+    rows = [(u, i, float((u * 7 + i * 3) % 5), u % 2) for u in range(8) for i in range(6)]
+    frame = spark.createDataFrame(rows, "user int, item int, label double, fold int")
     scorer = SQLTransformer()
     grid = [
         {scorer.statement: "SELECT *, -label AS prediction FROM __THIS__"},
@@ -159,7 +161,7 @@ def test_cross_validator_over_a_pipeline_keeps_the_better_ranking(spark, tmp_pat
     ]
     evaluator = NdcgEvaluator(k=3)
     tuned = CrossValidator(
-        estimator=Pipeline(stages=[scorer]), estimatorParamMaps=grid, evaluator=evaluator, numFolds=2, seed=3
+        estimator=Pipeline(stages=[scorer]), estimatorParamMaps=grid, evaluator=evaluator, numFolds=2, foldCol="fold"
     ).fit(frame)
     assert tuned.avgMetrics[1] == 1.0 and tuned.avgMetrics[0] < 0.9
     assert tuned.bestModel.stages[0].getStatement() == grid[1][scorer.statement]
