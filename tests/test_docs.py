@@ -29,6 +29,7 @@ MODULES = [
     "ndcg_spark.ml",
     "ndcg_spark._stats",
     "ndcg_spark.job.gates",
+    "ndcg_spark.job.checks",
     "ndcg_spark.job.verdict",
     "ndcg_spark.job.tracking",
     "ndcg_spark._compat",

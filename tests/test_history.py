@@ -13,7 +13,8 @@ from scipy import stats
 from ndcg_spark import evaluate
 from ndcg_spark.errors import ConfigError
 from ndcg_spark.job import history, regression, storage
-from ndcg_spark.job.gates import Gate, check, parse_gates
+from ndcg_spark.job.checks import check
+from ndcg_spark.job.gates import Gate, parse_gates
 from ndcg_spark.job.result import RunResult
 from ndcg_spark.report import trend_chart
 from tests.helpers import browser, frames, random_graded, texts_outside_svgs

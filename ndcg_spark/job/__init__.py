@@ -3,8 +3,9 @@
 :mod:`~ndcg_spark.job.flags` reads the TOML file and the flags, :mod:`~ndcg_spark.job.config`
 makes them the typed config of each command, :mod:`~ndcg_spark.job.storage` reads and writes,
 :mod:`~ndcg_spark.job.publish` makes a run's result visible (layout, lock, staging, marker),
-:mod:`~ndcg_spark.job.pipeline` wires a run, :mod:`~ndcg_spark.job.gates` parses and
-holds the gates (one model for the three kinds), :mod:`~ndcg_spark.job.verdict` words them,
+:mod:`~ndcg_spark.job.pipeline` wires a run, :mod:`~ndcg_spark.job.gates` parses the gates
+(one model for the three kinds), :mod:`~ndcg_spark.job.checks` holds them,
+:mod:`~ndcg_spark.job.verdict` words them,
 :mod:`~ndcg_spark.job.result` is a run's result as one typed value (its JSON is the manifest),
 :mod:`~ndcg_spark.job.regression` holds a run against the previous one,
 :mod:`~ndcg_spark.job.history` reads the runs of an output from their manifests,

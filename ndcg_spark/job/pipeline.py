@@ -19,8 +19,9 @@ from ndcg_spark.compare import compare_models
 from ndcg_spark.errors import ConfigError, InputDataError, NdcgError, RowCheckFailed, as_error
 from ndcg_spark.evaluation import evaluate
 from ndcg_spark.job import history, interrupts, lease, publish, regression, storage, tracking, verdict
+from ndcg_spark.job.checks import check
 from ndcg_spark.job.config import CompareConfig, EvaluateConfig
-from ndcg_spark.job.gates import check, margins_by_k
+from ndcg_spark.job.gates import margins_by_k
 from ndcg_spark.job.result import Published, RunResult
 from ndcg_spark.options import EvaluationOptions
 from ndcg_spark.report import ndcg_histogram, render, render_comparison

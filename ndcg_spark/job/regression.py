@@ -16,7 +16,8 @@ from typing import Any, Dict, List, Sequence
 from pyspark.sql import DataFrame
 
 from ndcg_spark.errors import InputDataError
-from ndcg_spark.job.gates import Gate, check
+from ndcg_spark.job.checks import check
+from ndcg_spark.job.gates import Gate
 from ndcg_spark.job.history import RUN_DATE, previous_intact_run, read_per_user
 from ndcg_spark.job.result import DropOutcome
 from ndcg_spark.job.storage import Files

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ndcg_spark.job.gates import Checked
+from ndcg_spark.job.checks import Checked
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple
 
-from ndcg_spark.job.gates import Checked
+from ndcg_spark.job.checks import Checked
 from ndcg_spark.job.result import DropOutcome, RunResult
 from ndcg_spark.options import k_label
 
@@ -23,7 +23,8 @@ def gate_lines(result: RunResult) -> List[Line]:
 
     Examples
     --------
-    >>> from ndcg_spark.job.gates import check, parse_gates
+    >>> from ndcg_spark.job.checks import check
+    >>> from ndcg_spark.job.gates import parse_gates
     >>> floors = check(parse_gates("floor", "10:0.3"), [{"k": 10, "users": 50, "mean_ndcg": 0.41}])
     >>> gate_lines(RunResult("evaluate", floors=tuple(floors)))
     [(True, 'quality gate passed: mean NDCG@10 = 0.410000 is at least 0.3')]
