@@ -126,7 +126,9 @@ class TableRuns:
         if not self.family.exists(runs):
             raise ConfigError(f"output_table {self.root} holds no ndcg-spark runs")
         if self.family.exists(self.family.data("comparison")):
-            raise ConfigError(f"output_table {self.root} holds the results of 'ndcg-spark compare', which has no history")
+            raise ConfigError(
+                f"output_table {self.root} holds the results of 'ndcg-spark compare', which has no history"
+            )
         return [c for c in self.family.partition_columns(runs) if c != "run_id"][0]
 
     def history(
@@ -223,17 +225,19 @@ class TableSink:
     def recover(self) -> None:
         """Drop what earlier runs of the night left that no view shows: all of it when this run
         holds the night's lock; without one, the superseded runs and rows a day old."""
-        self.drop_others(self.family.current_run(self.key, self.value))
+        self.drop_others(self.family.current_run(self.key, self.value), steps=False)
 
-    def drop_others(self, keep: Optional[str]) -> None:
-        """Drop the night's partitions of every run but ``keep`` (the current one), runs rows last."""
+    def drop_others(self, keep: Optional[str], steps: bool = True) -> None:
+        """Drop the night's partitions of every run but ``keep`` (the current one), runs rows last
+        (``steps``: a publish's named steps, ``dropped:<member>``, for the fault tests)."""
         family = self.family
         named = set(family.run_ids(family.data(RUNS), self.key, self.value))
         for member in self.members():
             table = family.data(member)
             ids = [r for r in family.run_ids(table, self.key, self.value) if r != keep and self._droppable(r, named)]
             family.drop(table, self.key, self.value, ids, self.v2)
-            publish.at_step(f"dropped:{member}")
+            if steps:
+                publish.at_step(f"dropped:{member}")
 
     def _droppable(self, run_id: str, named: set) -> bool:
         if self.held or run_id in named:
@@ -285,7 +289,9 @@ class TableStage:
             # Both tables' set-aside rows in one table: which table, why, and the row as read (JSON).
             columns = [F.col(c) for c in df.columns if c != "reason"]
             df = df.select(
-                F.lit(name.split("/", 1)[1]).alias("source"), F.col("reason"), F.to_json(F.struct(*columns)).alias("row")
+                F.lit(name.split("/", 1)[1]).alias("source"),
+                F.col("reason"),
+                F.to_json(F.struct(*columns)).alias("row"),
             )
         return df
 
