@@ -16,8 +16,8 @@ import sys
 import pytest
 from chispa import assert_df_equality
 
-from ndcg_spark.errors import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK, EXIT_QUALITY_GATE
-from ndcg_spark.job import parse_config, publish, run
+from ndcg_spark.errors import EXIT_CONFIG, EXIT_FAILURE, EXIT_LOCKED, EXIT_OK, EXIT_QUALITY_GATE
+from ndcg_spark.job import parse_config, publish, run, sinks
 from tests.faults import failing_at
 from tests.publishing import DATE, ROOT, WAIT, kill_group, wait_for
 
@@ -131,6 +131,17 @@ def test_quarantine_and_compare_have_their_tables(spark, inputs, db, capsys):
     assert "holds the results of 'ndcg-spark evaluate'" in capsys.readouterr().err
     assert run(table_args(inputs, family, "good", "--partition", "model=a")) == EXIT_CONFIG
     assert "is partitioned by run_date, not by model" in capsys.readouterr().err
+
+
+def test_a_second_run_of_the_night_while_the_first_lives_exits_5(spark, inputs, db, capsys):
+    """The night's lock lies beside the database's tables: a live holder refuses the second run."""
+    config, _ = parse_config(table_args(inputs, f"{db}.ndcg", "good", "--run-date", DATE))
+    sink = sinks.sink_for(spark, config)
+    with sink.locked("20261121T020001Z-1a2b3c4d", config.output):
+        assert run(table_args(inputs, f"{db}.ndcg", "good", "--run-date", DATE)) == EXIT_LOCKED
+    err = capsys.readouterr().err
+    assert f"output {db}.ndcg (run_date={DATE}) is locked by run 20261121T020001Z-1a2b3c4d" in err
+    assert not spark.catalog.tableExists(f"{db}.ndcg_runs_data")
 
 
 @pytest.mark.parametrize(

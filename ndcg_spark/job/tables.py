@@ -167,6 +167,16 @@ class _NoLock:
         pass
 
 
+class _Named:
+    """The lock's files, named in messages as the table family (``output ev.ndcg is locked ...``)."""
+
+    def __init__(self, files: storage.Files, name: str):
+        self._files, self.shown = files, name
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._files, attr)
+
+
 class TableSink:
     """A run's results as a family of catalog tables (see the module)."""
 
@@ -213,7 +223,8 @@ class TableSink:
         except Exception:  # noqa: BLE001 - a catalog without databases' locations: the warehouse
             location = self.spark.conf.get("spark.sql.warehouse.dir")
         root = storage.qualify(self.spark, f"{location.rstrip('/')}/_ndcg_spark/{names[-1]}")
-        return publish.Place(storage.files_for(self.spark, root), self.command, self.output.partition)
+        files = _Named(storage.files_for(self.spark, root), self.root)
+        return publish.Place(files, self.command, self.output.partition)
 
     def locked(self, run_id: str, output):
         self.place = self._lock_place()
