@@ -18,6 +18,7 @@ from chispa import assert_df_equality
 
 from ndcg_spark.errors import EXIT_CONFIG, EXIT_FAILURE, EXIT_LOCKED, EXIT_OK, EXIT_QUALITY_GATE
 from ndcg_spark.job import parse_config, publish, run, sinks
+from ndcg_spark.job.result import RunResult
 from tests.faults import failing_at
 from tests.publishing import DATE, ROOT, WAIT, kill_group, wait_for
 
@@ -80,6 +81,10 @@ def test_nights_replace_and_match_the_directory_output(spark, inputs, published,
     assert json.loads(row.gates)[0]["passed"] is True and json.loads(row.rows)["relevance"]["read"] == 120
     assert row.report.startswith("<!DOCTYPE html>") and "Mean NDCG@k by run_date" in row.report and DATE in row.report
     assert json.loads(row.manifest)["run"]["id"] == row.run_id and row.duration_seconds > 0
+    # MLflow's artifacts: the manifest and the report, read back from the runs row.
+    config, _ = parse_config(table_args(inputs, family, "good", "--run-date", NEXT))
+    texts = sinks.sink_for(spark, config).texts(RunResult.from_json(json.loads(row.manifest)))
+    assert texts == {"summary.json": row.manifest, "report.html": row.report}
     # history --output-table: both nights, the second as re-run.
     assert run(["history", "--output-table", family, "--json"]) == EXIT_OK
     shown = json.loads(capsys.readouterr().out)
