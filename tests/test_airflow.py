@@ -120,7 +120,8 @@ def test_exit_0_returns_the_finished_record_and_each_line_reaches_the_log_as_it_
     )
     assert task.execute({"ti": TaskInstance()}) == json.loads(RECORD)
     when = {line: t for t, _, line in log.lines}
-    assert log.text()[1:] == ["reading", "progress on stderr", RECORD]
+    # stdout and stderr are read side by side: each in its order, not one with the other.
+    assert sorted(log.text()[1:3]) == ["progress on stderr", "reading"] and log.text()[3:] == [RECORD]
     assert when["reading"] < when[RECORD] - 1.0 and when["progress on stderr"] < when[RECORD] - 1.0
 
 
@@ -343,3 +344,27 @@ def test_a_try_stopped_by_its_timeout_ends_with_the_jobs_line_and_the_retry_publ
     assert {k: record["mean_ndcg"][k] for k in SAMPLE_NDCG} == pytest.approx(SAMPLE_NDCG, rel=1e-12)
     assert (out / "night" / "_manifests" / "run_date=2026-11-25" / "summary.json").exists()
     assert list((out / "night").rglob("*.lock")) == []
+
+
+def test_a_job_whose_task_process_is_killed_gets_sigterm(tmp_path):
+    """Airflow's supervisor kills the task's process 5 s after its SIGTERM (and a worker may die):
+    the job, in a group of its own, gets SIGTERM then, and stops as it does on one."""
+    stopped = tmp_path / "stopped"
+    job = f"import pathlib, signal, time; signal.signal(signal.SIGTERM, lambda *a: pathlib.Path({str(stopped)!r}).touch()); print('ready', flush=True); time.sleep(30)"
+    task = textwrap.dedent(
+        f"""
+        import sys
+        from ndcg_spark.airflow import NdcgSparkOperator
+        NdcgSparkOperator(task_id="ndcg", command=[sys.executable, "-c", {job!r}]).execute({{}})
+        """
+    )
+    runner = subprocess.Popen([sys.executable, "-c", task], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    for line in runner.stdout:
+        if line.rstrip().endswith("ready") or " ready " in line:
+            break
+    runner.kill()
+    runner.wait(10)
+    deadline = time.monotonic() + 10
+    while not stopped.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert stopped.exists()
