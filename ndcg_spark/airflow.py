@@ -29,7 +29,7 @@ import sys
 import threading
 import time
 from datetime import timedelta
-from typing import IO, Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import IO, Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from ndcg_spark.errors import EXIT_CONFIG, EXIT_INPUT, EXIT_LOCKED, EXIT_OK, EXIT_QUALITY_GATE
 
@@ -56,6 +56,8 @@ MEANINGS = {
     143: "stopped by SIGTERM",
 }
 
+#: prctl's option that sends a process a signal when its parent dies (linux/prctl.h).
+PR_SET_PDEATHSIG = 1
 #: The start of the job's one error line on stderr.
 ERROR_PREFIX = "ndcg-spark: error: "
 #: The ``event`` of the job's finished record.
@@ -102,6 +104,22 @@ def finished_record(line: Optional[str]) -> Optional[Dict[str, Any]]:
     except ValueError:
         return None
     return record if isinstance(record, dict) and record.get("event") == FINISHED else None
+
+
+def _terminated_with_parent() -> Optional[Callable[[], None]]:
+    """What the job's process runs before it starts (Linux): SIGTERM to it when the task's process dies.
+
+    Airflow's supervisor kills the task's process 5 s after its own SIGTERM, and a worker may die
+    with SIGKILL; the job, in a group of its own, then gets the SIGTERM that stops it cleanly
+    rather than running on with no one reading its output. None where there is no ``prctl``.
+    Looked up here, in the task's process: the forked child only calls it (no import there)."""
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # not Linux: on_kill still stops the job
+        return None
+    return lambda: prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
 
 
 class NdcgSparkOperator(BaseOperator):
@@ -187,6 +205,7 @@ class NdcgSparkOperator(BaseOperator):
             # A group of its own: Airflow's signals to the task reach the job only through
             # on_kill, which waits for the job's own ending.
             start_new_session=True,
+            preexec_fn=_terminated_with_parent(),
         )
         self._done = False
         copiers = [

@@ -33,7 +33,7 @@ with DAG(
     catchup=False,
     default_args={"retries": 2, "retry_delay": timedelta(minutes=5)},
     tags=["ndcg-spark"],
-):
+) as dag:
     evaluate = NdcgSparkOperator(
         task_id="evaluate",
         arguments=["--config", CONFIG, "--run-date", "{{ ds }}"],
