@@ -281,7 +281,15 @@ CONFIGS = {"evaluate": EvaluateConfig, "compare": CompareConfig}
 
 
 def parse_config(argv: Sequence[str], compare: bool = False):
-    """(config, verbose) from the TOML file named by ``--config`` with the flags laid over it."""
+    """(config, verbose) from the TOML file named by ``--config`` with the flags laid over it.
+
+    Examples
+    --------
+    >>> config, _ = parse_config(["--recommendations", "r/", "--relevance", "g/", "--output-table", "ev.ndcg",
+    ...                           "--run-date", "2026-11-21", "--conf", "spark.sql.catalogImplementation=hive"])
+    >>> config.output.table, config.output.partition.directory, config.spark
+    ('ev.ndcg', 'run_date=2026-11-21', (('spark.sql.catalogImplementation', 'hive'),))
+    """
     from ndcg_spark.job.flags import build_parser
 
     parser = build_parser(compare)
