@@ -57,6 +57,8 @@ def main(argv: Sequence[str]) -> int:
         json.dump(record, fh)
     if first:
         record["first"] = run(job)
+        with open(seen_path, "w") as fh:
+            json.dump(record, fh)
     if step != "-":
         publish.at_step = pausing_at(step, pause_file)
     record["code"] = run(job)

@@ -188,35 +188,34 @@ def start(base, inputs, step, first=False):
 
 @pytest.mark.process
 def test_sigkilled_reruns_on_a_hive_metastore_never_show_a_partial_night(inputs, tmp_path):
-    """A night published, then its re-run SIGKILLed before its runs row (staged) and right after
-    it (published): each metastore's readers see one whole night, the old or the new one, and a
-    plain retry, with no flag, breaks the dead run's lock, drops what it left and publishes."""
-    steps = {"staged": "old", "published": "new"}
-    procs = {}
-    for step in steps:
-        base = tmp_path / step.replace(":", "_")
-        base.mkdir()
-        procs[step] = (base, start(base, inputs, step, first=True))
-    for step, (base, proc) in procs.items():
-        wait_for((base / "paused").exists, proc, f"step {step}")
-        kill_group(proc)
-    first = {step: json.loads((base / "seen.json").read_text()) for step, (base, _) in procs.items()}
-    retries = {step: (base, start(base, inputs, "-")) for step, (base, _) in procs.items()}
-    for step, (base, proc) in retries.items():
-        _, err = proc.communicate(timeout=WAIT)
-        assert proc.returncode == 0, err[-3000:]
-        seen = json.loads((base / "seen.json").read_text())
-        assert seen["code"] == EXIT_OK and "breaking the lock of run" in err
-        assert first[step]["before"] == {}  # a new metastore before the first night
-        killed, after = seen["before"], seen["after"]
-        # After the kill: one run in every view, whole (60 per-user rows, 2 summary rows).
-        (date, shown, n), = killed["per_user"]  # fmt: skip
+    """A night published, then its re-run SIGKILLed before its runs row (``staged``), and the
+    next re-run SIGKILLed right after its runs row (``published``): after each kill the readers
+    see one whole night, the old one then the new one; a plain retry, with no flag, breaks the
+    dead run's lock, drops what the killed runs left and publishes."""
+    seen = []
+    for step in ("staged", "published", "-"):
+        proc = start(tmp_path, inputs, step, first=step == "staged")
+        if step == "-":
+            _, err = proc.communicate(timeout=WAIT)
+            assert proc.returncode == 0, err[-3000:]
+            assert "breaking the lock of run" in err
+        else:
+            wait_for((tmp_path / "paused").exists, proc, f"step {step}")
+            kill_group(proc)
+            (tmp_path / "paused").unlink()
+        seen.append(json.loads((tmp_path / "seen.json").read_text()))
+    assert seen[0]["before"] == {} and seen[0]["first"] == EXIT_OK  # a new metastore, then the first night
+    stored = set()
+    for killed, old_or_new in ((seen[1]["before"], "old"), (seen[2]["before"], "new")):
+        # After a kill: one run in every view, whole (60 per-user rows, 2 summary rows).
+        ((date, shown, n),) = killed["per_user"]
         assert killed["summary"] == [[date, shown, 2]] and killed["runs"] == [[date, shown, 1]] and n == 60
-        stored = {p.split("/run_id=")[1] for p in killed["per_user_data"]}
-        assert len(stored) == 2 and shown in stored  # the killed run's rows are there, unseen or superseded
-        assert (shown == min(stored)) == (steps[step] == "old")
-        # The retry: a third run, alone in every table.
-        (_, final, _), = after["per_user"]  # fmt: skip
-        assert final not in stored and after["per_user_data"] == [f"run_date={DATE}/run_id={final}"]
-        assert after["runs_data"] == after["summary_data"] == after["per_user_data"]
-        assert after["figures"] == killed["figures"]
+        ids = {p.split("/run_id=")[1] for p in killed["per_user_data"]}
+        assert len(ids) == 2 and shown in ids  # the killed run's rows are there, unseen or superseded
+        assert (shown == min(ids)) == (old_or_new == "old")
+        stored |= ids
+    after = seen[2]["after"]
+    ((_, final, _),) = after["per_user"]
+    assert final not in stored and after["per_user_data"] == [f"run_date={DATE}/run_id={final}"]
+    assert after["runs_data"] == after["summary_data"] == after["per_user_data"]
+    assert after["figures"] == seen[1]["before"]["figures"]
