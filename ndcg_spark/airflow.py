@@ -177,7 +177,7 @@ class NdcgSparkOperator(BaseOperator):
         self.cwd = cwd
         self.grace_period = grace_period.total_seconds() if isinstance(grace_period, timedelta) else float(grace_period)
         self._process: Optional[subprocess.Popen] = None
-        self._done = True
+        self._done, self._stopping = True, False
         self._last_stdout: Optional[str] = None
         self._error_line: Optional[str] = None
         self._log_lock = threading.Lock()
@@ -207,7 +207,7 @@ class NdcgSparkOperator(BaseOperator):
             start_new_session=True,
             preexec_fn=_terminated_with_parent(),
         )
-        self._done = False
+        self._done, self._stopping = False, False
         copiers = [
             threading.Thread(target=self._copy, args=(self._process.stdout, True), daemon=True),
             threading.Thread(target=self._copy, args=(self._process.stderr, False), daemon=True),
@@ -271,8 +271,11 @@ class NdcgSparkOperator(BaseOperator):
         """SIGTERM to the job's process group; wait for the job to end (up to :attr:`grace_period`),
         copying its output; then SIGKILL to what is left."""
         process = self._process
-        if process is None or self._done:
+        if process is None or self._done or self._stopping:
+            # Called again while it waits (a stop from outside during a timeout's on_kill): a
+            # second SIGTERM would end the job at once, without its clean stop.
             return
+        self._stopping = True
         self.log.info("stopping ndcg-spark: SIGTERM to its process group (%d)", process.pid)
         self._signal(process, signal.SIGTERM)
         if self._ended(self.grace_period):

@@ -176,7 +176,7 @@ STOPPING = """
 """
 
 
-def stop_like_airflow(task: NdcgSparkOperator, log: Log, after: str) -> None:
+def stop_like_airflow(task: NdcgSparkOperator, log: Log, after: str, signals: int = 1) -> None:
     """As Airflow's task runner does on a stop from outside: a SIGTERM to the task's process, whose
     handler calls ``on_kill`` (the supervisor signals the task's process group; the job has its own)."""
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: task.on_kill())
@@ -184,7 +184,9 @@ def stop_like_airflow(task: NdcgSparkOperator, log: Log, after: str) -> None:
     def send():
         while not any(line.startswith(after) for _, _, line in log.lines[1:]):
             time.sleep(0.05)
-        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(signals):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.1)
 
     threading.Thread(target=send, daemon=True).start()
     try:
@@ -204,6 +206,20 @@ def test_on_kill_stops_the_job_and_its_log_ends_with_the_jobs_own_line(monkeypat
         '{"event": "ndcg_spark.finished", "status": "terminated"}',
         "ndcg-spark: error: stopped by SIGTERM before publishing /out",
     }
+    assert log.text()[-1] == "ndcg-spark ended with exit code 143"
+
+
+def test_on_kill_called_again_while_it_waits_leaves_the_job_to_its_clean_stop(monkeypatch):
+    """A second SIGTERM would end the job at once: a stop from outside during a timeout's on_kill
+    sends none."""
+    log = Log()
+    task = stand_in(STOPPING, log, monkeypatch)
+    with pytest.raises(AirflowException):
+        stop_like_airflow(task, log, "working", signals=2)
+    assert [line for line in log.text() if line.startswith("stopping ")] == [
+        f"stopping ndcg-spark: SIGTERM to its process group ({task._process.pid})"
+    ]
+    assert log.text().count('{"event": "ndcg_spark.finished", "status": "terminated"}') == 1
     assert log.text()[-1] == "ndcg-spark ended with exit code 143"
 
 
