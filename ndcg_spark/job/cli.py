@@ -19,7 +19,7 @@ import warnings
 from typing import Optional, Sequence, Tuple
 
 from ndcg_spark.errors import EXIT_FAILURE, EXIT_OK, QualityGateFailed, as_error
-from ndcg_spark.job import console, history, interrupts, pipeline, tracking, verdict
+from ndcg_spark.job import console, history, interrupts, pipeline, progress, tracking, verdict
 from ndcg_spark.job.config import parse_config
 from ndcg_spark.job.history import HistoryConfig
 from ndcg_spark.job.result import RunResult
@@ -49,8 +49,11 @@ def _run(argv: Sequence[str], verbose: bool) -> int:
             return EXIT_OK
         config, verbose = parse_config(argv[1:] if command == "compare" else argv, compare=command == "compare")
         interrupts.install()
+        progress.start(quiet="--quiet" in argv)
+        progress.phase("starting Spark")
         session = spark_session(config)
         interrupts.install(session)  # again: the SparkContext set its own SIGINT handler
+        progress.watch(session)
         place = pipeline.place_of(session, config)
         if command == "compare":
             result = pipeline.compare_main(session, config, place)
@@ -70,6 +73,7 @@ def _run(argv: Sequence[str], verbose: bool) -> int:
         record = console.finished_record(config, result, "quality_gate_failed" if failed else "ok")
         untracked = None
         if config.mlflow:
+            progress.phase("logging to MLflow")
             record["mlflow_run_id"], untracked = track(config, result, place, failed)
             if untracked and not failed:
                 record["status"] = "mlflow_failed"
@@ -99,6 +103,7 @@ def _run(argv: Sequence[str], verbose: bool) -> int:
         print(f"ndcg-spark: error: {message}", file=sys.stderr)
         return code
     finally:
+        progress.stop()
         if command != "history":
             interrupts.reset()
 

@@ -371,5 +371,5 @@ def parse_config(argv: Sequence[str], compare: bool = False):
     values: Dict[str, Any] = {}
     if args.config:
         values.update(load_toml(args.config))
-    values.update({k: v for k, v in vars(args).items() if k not in ("config", "verbose") and v is not None})
+    values.update({k: v for k, v in vars(args).items() if k not in ("config", "verbose", "quiet") and v is not None})
     return CONFIGS["compare" if compare else "evaluate"].from_mapping(values), args.verbose

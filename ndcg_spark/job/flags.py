@@ -274,6 +274,7 @@ def build_parser(compare: bool = False) -> argparse.ArgumentParser:
     parser.add_argument(
         "--verbose", action="store_true", help="Print Spark's stack trace on errors, and library warnings."
     )
+    parser.add_argument("--quiet", action="store_true", help="No progress lines on stderr (also: NDCG_SPARK_QUIET=1).")
     for f in dataclasses.fields(EvaluationOptions):
         flag = "--" + f.name.replace("_", "-")
         default = WHOLE_LIST if f.name == "k" else _shown(f.default)

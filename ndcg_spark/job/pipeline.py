@@ -18,7 +18,7 @@ from pyspark.sql import types as T
 from ndcg_spark.compare import compare_models
 from ndcg_spark.errors import ConfigError, InputDataError, NdcgError, RowCheckFailed, as_error
 from ndcg_spark.evaluation import evaluate
-from ndcg_spark.job import history, interrupts, lease, publish, regression, storage, tracking, verdict
+from ndcg_spark.job import history, interrupts, lease, progress, publish, regression, storage, tracking, verdict
 from ndcg_spark.job.checks import check
 from ndcg_spark.job.config import CompareConfig, EvaluateConfig
 from ndcg_spark.job.gates import margins_by_k
@@ -78,6 +78,7 @@ def _run(spark, config, place: publish.Place, compute: Callable) -> RunResult:
                 computed = compute(spark, config, stage)
                 published = Published(run_id, root, held.broke, **stage.describe())
                 result = computed.finished(published, round(time.time() - started, 3))
+                progress.phase("publishing")
                 stage.publish(result.to_json(), guard)
             finally:
                 stage.discard()
@@ -90,6 +91,7 @@ def _evaluate(spark, config: EvaluateConfig, stage: publish.Staging) -> RunResul
     # Let adaptive execution coalesce the partitions of the cached per-user frame, or a small
     # input is written as spark.sql.shuffle.partitions tiny files.
     spark.conf.set("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "true")
+    progress.phase("reading the inputs")
     recs = storage.read_input(spark, config, "recommendations")
     rel = storage.read_input(spark, config, "relevance")
     attributes = None
@@ -106,6 +108,7 @@ def _evaluate(spark, config: EvaluateConfig, stage: publish.Staging) -> RunResul
         check_partition_column(part, per_user, summary, *(evaluation.rejected or {}).values())
         # The first action computes the cached per-user figures, checks and counts on the way.
         write_per_user = functools.partial(storage.write_table, per_user, stage.table("per_user"))
+        progress.phase("evaluating and writing per_user")
         explain_input_errors(write_per_user, [recs], rel, opts)
         read = evaluation.input_rows()
         for table, n in read.items():
@@ -113,12 +116,14 @@ def _evaluate(spark, config: EvaluateConfig, stage: publish.Staging) -> RunResul
                 raise InputDataError(f"{table} table is empty")
         # The summary is a handful of rows (one file, in order): aggregated once as it is written,
         # and the figures reported are read back from the table written.
+        progress.phase("writing summary")
         storage.write_table(summary, stage.table("summary"))
         metrics = [row.asDict() for row in spark.read.parquet(stage.table("summary")).collect()]
         sums = evaluation.row_accounting()
         rejected = write_rejected(spark, evaluation.rejected, stage)
         drop = None
         if config.drop:
+            progress.phase("comparing with the previous run (--fail-if-drop)")
             # Tonight's per-user figures are cached: the pairing with the previous run reads them again.
             drop = regression.regression_gate(
                 spark, stage.place.files, part.value, per_user, config.drop.gates, opts.group_by,
@@ -135,6 +140,7 @@ def _evaluate(spark, config: EvaluateConfig, stage: publish.Staging) -> RunResul
             drop=drop,
         )
         if config.output.report:
+            progress.phase("writing report.html")
             bins = [r.asDict() for r in ndcg_histogram(per_user, opts.group_by).collect()]
             trend, key = trend_of(config, metrics, stage.place.files), part.key if part else "run_date"
             page = render(
@@ -148,6 +154,7 @@ def _evaluate(spark, config: EvaluateConfig, stage: publish.Staging) -> RunResul
 
 
 def _compare(spark, config: CompareConfig, stage: publish.Staging) -> RunResult:
+    progress.phase("reading the inputs")
     rel = storage.read_input(spark, config, "relevance")
     attributes = None
     if config.inputs.user_attributes:
@@ -178,6 +185,7 @@ def _compare(spark, config: CompareConfig, stage: publish.Staging) -> RunResult:
     try:
         names = list(result.evaluations)
         recommendations = [models] if config.model_col else list(models.values())
+        progress.phase("comparing the models")
         explain_input_errors(
             lambda: [r.every_user().count() for r in result.evaluations.values()], recommendations, rel, opts
         )
@@ -189,6 +197,7 @@ def _compare(spark, config: CompareConfig, stage: publish.Staging) -> RunResult:
         if read[names[0]]["relevance"] == 0:
             raise InputDataError("relevance table is empty")
         check_partition_column(part, result.per_user, result.summary)
+        progress.phase("writing per_user")
         storage.write_table(result.per_user, stage.table("per_user"))
         rows, typed = result.report(), result.summary.schema
     finally:
