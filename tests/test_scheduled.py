@@ -7,15 +7,19 @@ The kills and pipes are real, in processes of their own; the rest runs in this p
 from __future__ import annotations
 
 import os
+import re
 import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from ndcg_spark.errors import EXIT_OK, EXIT_SPARK_GONE, SPARK_GONE
+from ndcg_spark.errors import EXIT_CONFIG, EXIT_LOCKED, EXIT_OK, EXIT_SPARK_GONE, SPARK_GONE
 from ndcg_spark.job import run
-from tests.publishing import DATE, PLACE, args, check_invariant, marker_of, start_job, wait_for
-from tests.test_unattended import copy_of, lock_file, one_line
+from tests.publishing import DATE, PLACE, ROOT, args, check_invariant, marker_of, start_job, wait_for
+from tests.test_unattended import copy_of, fake_holder, lock_file, one_line
 
 pytestmark = pytest.mark.job  # the job's tests: left out of the library's loop (CONTRIBUTING.md)
 
@@ -60,3 +64,48 @@ def test_a_killed_spark_jvm_is_one_line_and_leaves_no_lock(spark, inputs, publis
     assert run(args(inputs, out, "worse", "--run-date", DATE)) == EXIT_OK
     assert "breaking the lock" not in capsys.readouterr().err
     assert check_invariant(spark, out)["settings"]["recommendations"] == inputs["worse"]
+
+
+def job_process(argv, cwd):
+    """The job as a scheduler starts it: ``python -m ndcg_spark``, its progress lines on."""
+    env = {k: v for k, v in os.environ.items() if k != "NDCG_SPARK_QUIET"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "ndcg_spark", *argv],
+        cwd=cwd,
+        env={**env, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.mark.process
+def test_a_live_lock_and_an_undated_run_are_refused_before_spark_starts(inputs, published, tmp_path):
+    """Seen from the local output alone: a live run's lock (exit 5) and a --run-date into an
+    undated output (exit 2), each refused in a process that never starts a JVM."""
+    locked = copy_of(published, tmp_path / "locked")
+    holder = fake_holder(locked, renewed_ago=5)
+    undated = tmp_path / "undated"
+    (undated / "_ndcg_spark").mkdir(parents=True)
+    (undated / "_ndcg_spark" / "layout.json").write_text('{"command": "evaluate", "partition_key": null}')
+    started = time.monotonic()
+    procs = [
+        job_process(args(inputs, locked, "worse", "--run-date", DATE), tmp_path),
+        job_process(args(inputs, undated, "worse", "--run-date", DATE), tmp_path),
+    ]
+    ended = [(p.communicate(timeout=120), time.monotonic() - started) for p in procs]
+    (_, lock_err), lock_took = ended[0]
+    (_, undated_err), _ = ended[1]
+    assert procs[0].returncode == EXIT_LOCKED and procs[1].returncode == EXIT_CONFIG
+    # No JVM: neither its notice nor a progress line ("starting Spark") came.
+    assert re.fullmatch(
+        f"ndcg-spark: error: output {locked} \\({PLACE}\\) is locked by run {holder} \\(pid 4242 on another-host, "
+        r"user etl, started 2026-11-21T02:00:01Z, lease renewed \d+ s ago\), which is running; its lock is broken "
+        r"by itself once its lease is 300 s old\n",
+        lock_err,
+    ), lock_err
+    assert undated_err.splitlines() == [
+        f"ndcg-spark: error: output {undated} is not partitioned; run without --run-date/--partition, or choose another"
+    ]
+    assert lock_took < 10, f"{lock_took:.1f} s to refuse"
+    assert marker_of(locked) == marker_of(published) and not (undated / "_manifests").exists()

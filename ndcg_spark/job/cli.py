@@ -19,7 +19,7 @@ import warnings
 from typing import Optional, Sequence, Tuple
 
 from ndcg_spark.errors import EXIT_FAILURE, EXIT_OK, QualityGateFailed, as_error
-from ndcg_spark.job import console, history, interrupts, pipeline, progress, tracking, verdict
+from ndcg_spark.job import console, early, history, interrupts, pipeline, progress, tracking, verdict
 from ndcg_spark.job.config import parse_config
 from ndcg_spark.job.history import HistoryConfig
 from ndcg_spark.job.result import RunResult
@@ -48,6 +48,7 @@ def _run(argv: Sequence[str], verbose: bool) -> int:
             print(history.show(None if local else spark_session(config), config), flush=True)
             return EXIT_OK
         config, verbose = parse_config(argv[1:] if command == "compare" else argv, compare=command == "compare")
+        early.refuse(config)  # a local output's layout and live lock: refused before the JVM starts
         interrupts.install()
         progress.start(quiet="--quiet" in argv)
         progress.phase("starting Spark")

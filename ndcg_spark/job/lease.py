@@ -270,6 +270,20 @@ class Lease:
         files.delete(self.lease_path(self.run_id))
 
 
+def refuse_if_held(place, break_lock: Any = False) -> None:
+    """Raise the :class:`OutputLocked` that :meth:`Lease.acquire` would for ``place``'s holder (a
+    live one, or a stalled one without ``--break-lock``), without taking the lock: read before
+    Spark starts, so a scheduler's second run is refused in a second."""
+    probe = Lease(place, "")
+    if place.files.read_text(probe.path) is None:
+        return
+    holder, now = probe.holder(), time.time()
+    state = holder.state(now)
+    if state == "live" and break_lock != FORCE or state == "stalled" and not break_lock:
+        where = f"output {place.files.shown} ({place.name})"
+        raise OutputLocked(probe._refusal(where, holder, now, state, bool(break_lock)))
+
+
 @contextmanager
 def locked(place, run_id: str, break_lock: Any = False, timeout: float = LOCK_TIMEOUT) -> Iterator[Lease]:
     """Hold the place's lock while the block runs, renewing its lease; the lock is released
