@@ -6,6 +6,7 @@ The kills and pipes are real, in processes of their own; the rest runs in this p
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -16,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from ndcg_spark.errors import EXIT_CONFIG, EXIT_LOCKED, EXIT_OK, EXIT_SPARK_GONE, SPARK_GONE
-from ndcg_spark.job import run
+from ndcg_spark.errors import EXIT_CONFIG, EXIT_INPUT, EXIT_LOCKED, EXIT_OK, EXIT_SPARK_GONE, SPARK_GONE
+from ndcg_spark.job import nights, publish, run
 from tests.publishing import DATE, PLACE, ROOT, args, check_invariant, marker_of, start_job, wait_for
 from tests.test_unattended import copy_of, fake_holder, lock_file, one_line
 
@@ -109,3 +110,70 @@ def test_a_live_lock_and_an_undated_run_are_refused_before_spark_starts(inputs, 
     ]
     assert lock_took < 10, f"{lock_took:.1f} s to refuse"
     assert marker_of(locked) == marker_of(published) and not (undated / "_manifests").exists()
+
+
+def test_history_names_an_interrupted_publish_and_a_failed_night_until_a_run_completes_them(
+    spark, inputs, published, tmp_path, capsys, monkeypatch
+):
+    """A publish cut short after its journal (as a SIGKILL leaves it: the tables and the report
+    moved, the manifest not written) is listed with its staged figures; a night
+    whose run failed on bad input is listed with its exit code and line, until a complete run of
+    the night. (That the next run completes an interrupted publish: tests/test_unattended.py.)"""
+    out = copy_of(published, tmp_path / "out")
+    cut, bad = "2026-11-22", "2026-11-23"
+
+    def killed(step):
+        if step == "moved:report.html":
+            raise KeyboardInterrupt  # the run ends here, as if killed: its journal stays
+
+    monkeypatch.setattr(publish, "at_step", killed)
+    with pytest.raises(KeyboardInterrupt):
+        run(args(inputs, out, "worse", "--run-date", cut))
+    monkeypatch.setattr(publish, "at_step", lambda step: None)
+    assert run(args(inputs, out, "bad", "--run-date", bad)) == EXIT_INPUT
+    assert (
+        marker_of(out, f"run_date={cut}") is None and (out / "_manifests" / f"run_date={cut}" / "report.html").exists()
+    )
+    capsys.readouterr()
+
+    assert run(["history", "--output", str(out)]) == EXIT_OK
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[1] for line in lines[1:5]] == [DATE, DATE, cut, cut]  # k=3 and k=5 of each night
+    error = nights_note(out, bad)["error"]
+    assert error.startswith("recommendations column 'score' is NaN")
+    assert lines[-2:] == [
+        f"run_date={cut} interrupted: the next run completes it (the figures above are its staged result)",
+        f"run_date={bad} failed: exit 3 at {nights_note(out, bad)['failed']}: {error}",
+    ]
+    assert run(["history", "--output", str(out), "--json"]) == EXIT_OK
+    record = json.loads(capsys.readouterr().out)
+    assert record["runs"] == [DATE, cut] and record["unfinished"] == {
+        cut: {"status": "interrupted", "detail": nights.INTERRUPTED},
+        bad: {"status": "failed", "detail": f"exit 3 at {nights_note(out, bad)['failed']}: {error}"},
+    }
+
+    time.sleep(0.01)  # the complete run comes after the note (by the file system's clock)
+    assert run(args(inputs, out, "good", "--run-date", bad)) == EXIT_OK
+    capsys.readouterr()
+    assert run(["history", "--output", str(out), "--json"]) == EXIT_OK
+    record = json.loads(capsys.readouterr().out)
+    assert record["runs"] == [DATE, cut, bad] and list(record["unfinished"]) == [cut]
+
+
+def nights_note(out: Path, night: str) -> dict:
+    return json.loads((out / "_ndcg_spark" / "failed" / f"run_date={night}.json").read_text())
+
+
+@pytest.mark.process
+def test_history_into_a_closed_pipe_ends_quietly(published, tmp_path):
+    """``ndcg-spark history | head -2``: the reader gone, the job ends with exit 0 and says nothing."""
+    reader = subprocess.Popen(
+        [sys.executable, "-m", "ndcg_spark", "history", "--output", str(published)],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    reader.stdout.close()  # before it writes a line: every write meets a closed pipe
+    stderr = reader.stderr.read()
+    assert reader.wait(60) == EXIT_OK and stderr == ""

@@ -19,7 +19,7 @@ import warnings
 from typing import Optional, Sequence, Tuple
 
 from ndcg_spark.errors import EXIT_FAILURE, EXIT_OK, QualityGateFailed, as_error
-from ndcg_spark.job import console, early, history, interrupts, pipeline, progress, tracking, verdict
+from ndcg_spark.job import console, early, history, interrupts, nights, pipeline, progress, tracking, verdict
 from ndcg_spark.job.config import parse_config
 from ndcg_spark.job.history import HistoryConfig
 from ndcg_spark.job.result import RunResult
@@ -39,13 +39,13 @@ def run(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def _run(argv: Sequence[str], verbose: bool) -> int:
-    command, config = "evaluate", None
+    command, config, place = "evaluate", None, None
     try:
         command = argv[0] if argv and argv[0] in ("compare", "history") else "evaluate"
         if command == "history":
             config, verbose = HistoryConfig.parse(argv[1:])
             local = history.reads_without_spark(config.output) and not (config.master or config.remote)
-            print(history.show(None if local else spark_session(config), config), flush=True)
+            say(history.show(None if local else spark_session(config), config))
             return EXIT_OK
         config, verbose = parse_config(argv[1:] if command == "compare" else argv, compare=command == "compare")
         early.refuse(config)  # a local output's layout and live lock: refused before the JVM starts
@@ -63,13 +63,13 @@ def _run(argv: Sequence[str], verbose: bool) -> int:
         if interrupts.received() is not None:
             return stopped(command, config, result)
         if command == "compare":
-            print(console.format_comparison(result.comparison, config.options.group_by))
+            say(console.format_comparison(result.comparison, config.options.group_by))
         else:
-            print(console.format_summary(result.metrics, config.options.group_by, result.rows))
+            say(console.format_summary(result.metrics, config.options.group_by, result.rows))
         # Each gate's verdict, passed or failed; a failure is also the one error line on stderr.
         for _, line in verdict.gate_lines(result):
-            print(console.printable(line))
-        print(console.printable(f"wrote {console.output_shown(config.output.path, result)}"))
+            say(console.printable(line))
+        say(console.printable(f"wrote {console.output_shown(config.output.path, result)}"))
         failed = verdict.failed_gates(result)
         record = console.finished_record(config, result, "quality_gate_failed" if failed else "ok")
         untracked = None
@@ -79,7 +79,7 @@ def _run(argv: Sequence[str], verbose: bool) -> int:
             if untracked and not failed:
                 record["status"] = "mlflow_failed"
         # The last line on stdout, and the only one that parses as JSON: schedulers read it.
-        print(strict_json(record), flush=True)
+        say(strict_json(record))
         if untracked:
             print(f"ndcg-spark: error: {untracked}", file=sys.stderr, flush=True)
         if failed:
@@ -102,11 +102,23 @@ def _run(argv: Sequence[str], verbose: bool) -> int:
         if verbose:
             traceback.print_exc()
         print(f"ndcg-spark: error: {message}", file=sys.stderr)
+        nights.record_failure(place, code, message)  # for history: a night that failed
         return code
     finally:
         progress.stop()
         if command != "history":
             interrupts.reset()
+
+
+def say(text: str) -> None:
+    """Print a line on stdout; a reader that has gone (``history | head -2``) ends the printing
+    quietly: stdout goes to /dev/null, so neither this nor Python's last flush complains."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 def stopped(command: str, config, result: Optional[RunResult]) -> int:
