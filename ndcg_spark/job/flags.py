@@ -169,7 +169,8 @@ def build_parser(compare: bool = False) -> argparse.ArgumentParser:
             "with its 95% interval, paired t-test p-value (and corrected across the pairs), wins/ties/losses."
             if compare
             else "Per-user and mean NDCG@k of recommendations against graded relevance, on Spark. "
-            "'ndcg-spark compare --help' compares models; 'ndcg-spark history --help' shows an output's dated runs."
+            "'ndcg-spark compare --help' compares models; 'ndcg-spark history --help' shows an output's dated runs; "
+            "'ndcg-spark validate [flags]' checks the inputs, writing nothing."
         ),
     )
     if compare:
