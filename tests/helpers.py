@@ -192,3 +192,48 @@ def texts_outside_svgs(page: str, folder, count: str):
     counted = re.search(r'data-count="([0-9]+)"', dom)
     assert overflow and counted, dom[:2000]
     return json.loads(html.unescape(overflow.group(1))), int(counted.group(1))
+
+
+def overlapping_texts(page: str, folder):
+    """Render ``page`` in headless Chromium: the texts of each SVG that overlap another text, or
+    that a chart's line (``polyline``) crosses, as Chromium lays them out ([text, what it meets])."""
+    import html
+    import json
+    import re
+    import subprocess
+
+    probe = """<script>
+    const found = [];
+    const inside = (b, x, y) => x > b.x + 1 && x < b.x + b.width - 1 && y > b.y + 1 && y < b.y + b.height - 1;
+    for (const svg of document.querySelectorAll("svg")) {
+      const texts = [...svg.querySelectorAll("text")].map(t => [t, t.getBBox()]).filter(([, b]) => b.width > 0);
+      texts.forEach(([t, b], i) => texts.slice(i + 1).forEach(([u, c]) => {
+        if (b.x < c.x + c.width - 1 && c.x < b.x + b.width - 1 && b.y < c.y + c.height - 1 && c.y < b.y + b.height - 1)
+          found.push([t.textContent, u.textContent]);
+      }));
+      for (const line of svg.querySelectorAll("polyline")) {
+        const p = line.getAttribute("points").trim().split(/\\s+/).map(xy => xy.split(",").map(Number));
+        for (const [t, b] of texts) {
+          let hit = false;
+          for (let i = 0; i + 1 < p.length && !hit; i++) {
+            const n = Math.ceil(Math.hypot(p[i + 1][0] - p[i][0], p[i + 1][1] - p[i][1]));
+            for (let s = 0; s <= n && !hit; s++)
+              hit = inside(b, p[i][0] + (p[i + 1][0] - p[i][0]) * s / n, p[i][1] + (p[i + 1][1] - p[i][1]) * s / n);
+          }
+          if (hit) found.push([t.textContent, "a " + line.getAttribute("class") + " line"]);
+        }
+      }
+    }
+    document.body.setAttribute("data-overlaps", JSON.stringify(found));
+    </script></body>"""
+    path = folder / "overlaps.html"
+    path.write_text(page.replace("</body>", probe))
+    dom = subprocess.run(
+        ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync",
+         "--disable-background-networking", "--disable-component-update", f"--user-data-dir={folder / 'c'}",
+         "--dump-dom", path.as_uri()],
+        capture_output=True, text=True, timeout=120,
+    ).stdout  # fmt: skip
+    found = re.search(r'data-overlaps="([^"]*)"', dom)
+    assert found, dom[:2000]
+    return json.loads(html.unescape(found.group(1)))
