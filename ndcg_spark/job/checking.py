@@ -10,7 +10,7 @@ counted in the accounting (exit 0).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Sequence
 
 from ndcg_spark.errors import EXIT_INPUT, EXIT_OK, InputDataError
 from ndcg_spark.evaluation import evaluate
@@ -20,6 +20,12 @@ from ndcg_spark.validation import validate
 
 #: The output the config needs to parse when ``validate`` is given none: it writes nothing.
 NO_OUTPUT = "(validate writes nothing)"
+
+
+def with_output(argv: Sequence[str]) -> List[str]:
+    """``validate``'s flags as the job's config takes them: with an output (the config needs one;
+    validate writes nothing), unless catalog tables are given as the output."""
+    return list(argv) if "--output-table" in argv else [*argv, "--output", NO_OUTPUT]
 
 
 def main(spark, config: EvaluateConfig) -> Dict[str, Any]:

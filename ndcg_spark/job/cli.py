@@ -48,7 +48,7 @@ def _run(argv: Sequence[str], verbose: bool) -> int:
             say(history.show(None if local else spark_session(config), config))
             return EXIT_OK
         if command == "validate":  # it writes nothing: any output given is beside the point
-            config, verbose = parse_config([*argv[1:], "--output", checking.NO_OUTPUT])
+            config, verbose = parse_config(checking.with_output(argv[1:]))
         else:
             config, verbose = parse_config(argv[1:] if command == "compare" else argv, compare=command == "compare")
             early.refuse(config)  # a local output's layout and live lock: refused before the JVM starts
@@ -74,7 +74,7 @@ def _run(argv: Sequence[str], verbose: bool) -> int:
         # Each gate's verdict, passed or failed; a failure is also the one error line on stderr.
         for _, line in verdict.gate_lines(result):
             say(console.printable(line))
-        say(console.printable(f"wrote {console.output_shown(config.output.path, result)}"))
+        say(console.printable(f"wrote {console.output_shown(config.output.shown, result)}"))
         failed = verdict.failed_gates(result)
         record = console.finished_record(config, result, "quality_gate_failed" if failed else "ok")
         untracked = None
@@ -102,7 +102,7 @@ def _run(argv: Sequence[str], verbose: bool) -> int:
         if full and config is not None:
             code, message = (
                 EXIT_FAILURE,
-                f"{full} writing to {console.output_shown(config.output.path)}: free space there (or raise the quota) and run again",
+                f"{full} writing to {console.output_shown(config.output.shown)}: free space there (or raise the quota) and run again",
             )
         if verbose:
             traceback.print_exc()
@@ -151,7 +151,7 @@ def stopped(command: str, config, result: Optional[RunResult]) -> int:
     signum = interrupts.received()
     status = "terminated" if signum == signal.SIGTERM else "interrupted"
     part = config.output.partition
-    where = f"{console.output_shown(config.output.path)}" + (f" ({part.directory})" if part else "")
+    where = f"{console.output_shown(config.output.shown)}" + (f" ({part.directory})" if part else "")
     if command == "validate":
         record, line = (
             {"event": "ndcg_spark.finished", "command": command, "status": status},
@@ -161,7 +161,7 @@ def stopped(command: str, config, result: Optional[RunResult]) -> int:
         record = console.finished_record(config, result, status)
         line = f"after publishing {where}: the new result is in place"
     else:
-        record = {"event": "ndcg_spark.finished", "command": command, "status": status, "output": config.output.path}
+        record = {"event": "ndcg_spark.finished", "command": command, "status": status, "output": config.output.shown}
         record["partition"] = {part.key: part.value} if part else None
         line = f"before publishing {where}: the previous result is as it was"
     record["signal"] = interrupts.name(signum)
@@ -253,9 +253,10 @@ def spark_session(config):
 def _start_session(config):
     from pyspark.sql import SparkSession
 
+    settings = getattr(config, "spark", ())  # [spark] and --conf (history has none)
     if config.remote:
-        return SparkSession.builder.remote(config.remote).getOrCreate()
-    builder = SparkSession.builder.appName("ndcg-spark")
+        return SparkSession.builder.remote(config.remote).config(map=dict(settings)).getOrCreate()
+    builder = SparkSession.builder.appName("ndcg-spark").config(map=dict(settings))
     if config.master:
         builder = builder.master(config.master)
     if not os.environ.get("SPARK_ENV_LOADED") and "pyspark-shell" not in os.environ.get("PYSPARK_SUBMIT_ARGS", ""):

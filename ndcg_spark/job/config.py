@@ -12,6 +12,7 @@ commands share (:class:`Inputs`, :class:`Output`, the MLflow target) and one
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Dict, Optional, Sequence, Tuple, Union
@@ -28,6 +29,8 @@ from ndcg_spark.reading import FORMATS, ROLES
 #: Characters Spark escapes in partition directory names (and the space, which tools mangle).
 UNSAFE_PARTITION_CHARS = "\"#%'*/:=?\\{}[]^ "
 RUN_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+#: Spark settings whose values are never recorded (a manifest is read by more people than the config).
+SECRET_SETTING = re.compile(r"secret|password|token|credential|access\.key", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -123,25 +126,86 @@ class Inputs:
         return getattr(self, f"{role}_format") or self.format
 
 
+#: ``output_table_format``: the formats a table family may be created in (None: the catalog's default).
+TABLE_FORMATS = ("parquet", "delta", "iceberg")
+
+
 @dataclass(frozen=True)
 class Output:
-    """Where a run writes: the directory, the partition it owns, and what it may do there."""
+    """Where a run writes: the directory (``path``) or the family of catalog tables (``table``),
+    exactly one of them; the partition it owns, and what it may do there."""
 
-    path: str
+    path: Optional[str]
     partition: Optional[Partition] = None
     report: bool = True
     #: False, True (break a lock whose lease is stalled) or ``"force"`` (break any lock).
     break_lock: Union[bool, str] = False
     #: Seconds a lock's lease may go unrenewed before the next run breaks it.
     lock_timeout: float = LOCK_TIMEOUT
+    #: The family of catalog tables (``db.ndcg``: ``db.ndcg_summary``, ...) instead of a directory.
+    table: Optional[str] = None
+    #: The format the tables are created in (:data:`TABLE_FORMATS`; None: the catalog's default).
+    table_format: Optional[str] = None
 
     def __post_init__(self) -> None:
-        _required("output", self.path)
+        if self.path is not None and self.table is not None:
+            raise ConfigError("give output (a directory) or output_table (catalog tables), not both")
+        if self.table is None:
+            _required("output", self.path)
+        elif not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,2}", self.table):
+            raise ConfigError(
+                f"output_table = {self.table!r} is not a table name: [catalog.][database.]name, "
+                "letters, digits and underscores"
+            )
+        elif self.partition is None:
+            raise ConfigError("output_table needs --run-date or --partition: each run publishes one partition")
+        if self.table_format is not None and self.table_format not in TABLE_FORMATS:
+            raise ConfigError(f"output_table_format = {self.table_format!r} is not one of {', '.join(TABLE_FORMATS)}")
+        if self.table_format is not None and self.table is None:
+            raise ConfigError("output_table_format is for output_table, not for an output directory")
         if self.break_lock not in (True, False, FORCE):
             raise ConfigError(f"break_lock must be true, false or {FORCE!r}, got {self.break_lock!r}")
         timeout = self.lock_timeout
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 1 <= timeout <= 86400:
             raise ConfigError(f"lock_timeout must be a number of seconds from 1 to 86400, got {timeout!r}")
+
+    @property
+    def shown(self) -> str:
+        """The output as messages name it before the run qualifies it: the table family's name, a
+        URI as given, a local path made absolute."""
+        if self.table is not None:
+            return self.table
+        path = self.path or ""
+        return path if "://" in path or path.startswith("file:") else os.path.abspath(path)
+
+
+def spark_settings(value: Any) -> Tuple[Tuple[str, str], ...]:
+    """The Spark settings of ``[spark]`` (a TOML table) and ``--conf key=value`` (a list), in order,
+    as (key, text) pairs; a later value of a key replaces an earlier one.
+
+    Examples
+    --------
+    >>> spark_settings({"spark.sql.catalogImplementation": "hive", "spark.sql.shuffle.partitions": 8})
+    (('spark.sql.catalogImplementation', 'hive'), ('spark.sql.shuffle.partitions', '8'))
+    >>> spark_settings(["spark.sql.warehouse.dir=/data/wh"])
+    (('spark.sql.warehouse.dir', '/data/wh'),)
+    """
+    if value is None:
+        return ()
+    items = []
+    for item in value.items() if isinstance(value, dict) else value if isinstance(value, list) else [value]:
+        if isinstance(item, tuple):
+            key, setting = item
+        else:
+            key, sep, setting = str(item).partition("=")
+            if not sep:
+                raise ConfigError(f"--conf {item!r} must look like key=value")
+        if isinstance(setting, (dict, list)) or not str(key).strip():
+            raise ConfigError(f"spark setting {key!r} must be key = value (a string, number or boolean)")
+        text = str(setting).lower() if isinstance(setting, bool) else str(setting)
+        items.append((str(key).strip(), text.strip()))
+    settings = dict(items)
+    return tuple(settings.items())
 
 
 def _seconds(value: Any, name: str) -> Any:
@@ -161,8 +225,10 @@ def _required(name: str, value: Any) -> None:
 
 #: The config keys of each part; a key of neither part nor the options is the command's own.
 INPUT_KEYS = tuple(f.name for f in dataclasses.fields(Inputs))
-OUTPUT_KEYS = ("output", "run_date", "partition", "report", "break_lock", "lock_timeout")
-SESSION_KEYS = ("master", "remote")
+OUTPUT_KEYS = ("output", "output_table", "output_table_format", "run_date", "partition", "report", "break_lock",
+               "lock_timeout")  # fmt: skip
+#: ``spark``: the TOML table ``[spark]`` of Spark settings (``--conf key=value`` flags add to it).
+SESSION_KEYS = ("master", "remote", "spark")
 TRACKING_KEYS = ("mlflow_experiment", "mlflow_tracking_uri")
 
 
@@ -174,6 +240,8 @@ class _Config:
     master: Optional[str] = None
     remote: Optional[str] = None
     mlflow: Optional[MlflowTarget] = None
+    #: Spark settings for a session the job starts: ``[spark]`` in TOML and ``--conf key=value``.
+    spark: Tuple[Tuple[str, str], ...] = ()
 
     #: The command's own keys (besides inputs, output, session and the evaluation options).
     OWN_KEYS: ClassVar[Tuple[str, ...]] = ()
@@ -197,8 +265,10 @@ class _Config:
                 raise ConfigError(f"{key} is a key of 'ndcg-spark {other.command}', not of 'ndcg-spark {cls.command}'")
         check_known_keys(values, list(cls.keys()), "config key")
         opts = EvaluationOptions(**{k: option_value(k, v) for k, v in values.items() if k in EvaluationOptions.names()})
-        for key in ("recommendations", "relevance", "output"):
+        for key in ("recommendations", "relevance"):
             _required(key, values.get(key))
+        if values.get("output") is None and values.get("output_table") is None:
+            _required("output", None)
         inputs = Inputs(**{k: v for k, v in values.items() if k in INPUT_KEYS})
         force = str(values.get("break_lock")).strip().lower() == FORCE
         flags = {k: parse_bool(values[k], k) if isinstance(values[k], str) else values[k]
@@ -207,9 +277,12 @@ class _Config:
             flags["break_lock"] = FORCE
         if "lock_timeout" in values:
             flags["lock_timeout"] = _seconds(values["lock_timeout"], "lock_timeout")
-        output = Output(values["output"], Partition.parse(values.get("run_date"), values.get("partition")), **flags)
+        table = {"table": values.get("output_table"), "table_format": values.get("output_table_format")}
+        partition = Partition.parse(values.get("run_date"), values.get("partition"))
+        output = Output(values.get("output"), partition, **flags, **table)
         own = {k: v for k, v in values.items() if k in cls.OWN_KEYS}
-        session = {k: v for k, v in values.items() if k in SESSION_KEYS}
+        session = {k: v for k, v in values.items() if k in SESSION_KEYS and k != "spark"}
+        session["spark"] = spark_settings(values.get("spark"))
         # Checked here, before a session is started or anything read: MLflow asked for but not installed.
         mlflow = MlflowTarget.parse(*(values.get(k) for k in TRACKING_KEYS))
         return cls(inputs=inputs, output=output, options=opts, **session, mlflow=mlflow, **cls._own(own, opts, output))
@@ -225,10 +298,13 @@ class _Config:
         settings = {
             **dataclasses.asdict(self.inputs),
             "output": self.output.path,
+            "output_table": self.output.table,
+            "output_table_format": self.output.table_format,
             "run_date": part.value if part and part.key == "run_date" else None,
             "partition": part.directory if part and part.key != "run_date" else None,
             "report": self.output.report,
             "master": self.master,
+            "spark": {k: "<redacted>" if SECRET_SETTING.search(k) else v for k, v in self.spark},
             # A Spark Connect URL may carry a token: the manifest is read by more people than the job's config.
             "remote": redact(self.remote) if self.remote else None,
             "mlflow_experiment": self.mlflow.experiment if self.mlflow else None,
@@ -371,5 +447,13 @@ def parse_config(argv: Sequence[str], compare: bool = False):
     values: Dict[str, Any] = {}
     if args.config:
         values.update(load_toml(args.config))
-    values.update({k: v for k, v in vars(args).items() if k not in ("config", "verbose", "quiet") and v is not None})
+    flags = {k: v for k, v in vars(args).items() if k not in ("config", "verbose", "quiet") and v is not None}
+    # Flags override the file: a flag's output (or output_table) replaces the file's other one,
+    # and --conf adds to the file's [spark] table.
+    for one, other in (("output", "output_table"), ("output_table", "output")):
+        if one in flags and other not in flags:
+            values.pop(other, None)
+    if "spark" in flags:
+        flags["spark"] = [*spark_settings(values.get("spark")), *spark_settings(flags["spark"])]
+    values.update(flags)
     return CONFIGS["compare" if compare else "evaluate"].from_mapping(values), args.verbose

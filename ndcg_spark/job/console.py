@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import unicodedata
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -98,7 +97,7 @@ def output_shown(path: str, result: Optional[RunResult] = None) -> str:
     qualified = result.output if result is not None else None
     if qualified:
         return storage.shown(qualified)
-    return path if "://" in path or path.startswith("file:") else os.path.abspath(path)
+    return path  # config.Output.shown: a local path made absolute, a URI or a table family's name as given
 
 
 def finished_record(config, result: RunResult, status: str) -> Dict[str, Any]:
@@ -126,7 +125,7 @@ def finished_record(config, result: RunResult, status: str) -> Dict[str, Any]:
         "event": "ndcg_spark.finished",
         "command": command,
         "status": status,
-        "output": output_shown(config.output.path, result),
+        "output": output_shown(config.output.shown, result),
     }
     record["partition"] = {part.key: part.value} if part else None
     if command != "compare" and not group_by:

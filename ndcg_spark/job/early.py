@@ -21,6 +21,8 @@ from ndcg_spark.job.storage import LocalFiles
 def local_root(config) -> Optional[str]:
     """``file:/abs/path`` of the output when it is surely on this machine's file system, else None."""
     path, master = config.output.path, config.master
+    if path is None:  # catalog tables: their catalog says where they are
+        return None
     if path.startswith("file:"):
         return f"file:{os.path.normpath(urlparse(path).path)}"
     if "://" in path:

@@ -49,10 +49,11 @@ def failure_note(files, place_name: str) -> str:
     return files.path(publish.STATE, "failed", f"{place_name}.json")
 
 
-def record_failure(place, exit_code: int, message: str) -> None:
-    """Note a night's failed run for ``history`` (best effort: a note that cannot be written is
-    left out, never a second error). Only in an output that already holds runs, so a failed run
-    into a new output leaves nothing."""
+def record_failure(sink, exit_code: int, message: str) -> None:
+    """Note a night's failed run of an output directory (``sink``'s place) for ``history`` (best
+    effort: a note that cannot be written is left out, never a second error). Only in an output
+    that already holds runs, so a failed run into a new output leaves nothing."""
+    place = getattr(sink, "place", None)
     if place is None or place.partition is None or exit_code not in FAILED_CODES:
         return
     now = time.time()
