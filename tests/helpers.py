@@ -131,13 +131,24 @@ def browser(test):
     )
 
 
+def chromium_dom(path, folder, *flags: str) -> str:
+    """The DOM of the page at ``path`` after headless Chromium ran it (its own profile in ``folder``)."""
+    import subprocess
+
+    return subprocess.run(
+        ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync",
+         "--disable-background-networking", "--disable-component-update", f"--user-data-dir={folder / 'c'}",
+         *flags, "--dump-dom", path.as_uri()],
+        capture_output=True, text=True, timeout=120,
+    ).stdout  # fmt: skip
+
+
 def layout_at(page: str, folder, width: int = 1280, height: int = 800) -> dict:
     """Render ``page`` in headless Chromium in a ``width`` x ``height`` window: the page's own
     width (``scroll_width``: past ``width``, something runs off the right edge) and the bottom of
     the verdict box (``verdict_bottom``: within ``height``, it is on the first screen)."""
     import json
     import re
-    import subprocess
 
     probe = """<script>
     const v = document.getElementById("verdict");
@@ -147,12 +158,7 @@ def layout_at(page: str, folder, width: int = 1280, height: int = 800) -> dict:
     </script></body>"""
     path = folder / "layout.html"
     path.write_text(page.replace("</body>", probe))
-    dom = subprocess.run(
-        ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync",
-         "--disable-background-networking", "--disable-component-update", f"--user-data-dir={folder / 'c'}",
-         f"--window-size={width},{height}", "--dump-dom", path.as_uri()],
-        capture_output=True, text=True, timeout=120,
-    ).stdout  # fmt: skip
+    dom = chromium_dom(path, folder, f"--window-size={width},{height}")
     found = re.search(r'data-layout="([^"]*)"', dom)
     assert found, dom[:2000]
     import html
@@ -166,7 +172,6 @@ def texts_outside_svgs(page: str, folder, count: str):
     import html
     import json
     import re
-    import subprocess
 
     probe = """<script>
     const out = [];
@@ -182,12 +187,7 @@ def texts_outside_svgs(page: str, folder, count: str):
     </script></body>""".replace("SELECTOR", json.dumps(count))
     path = folder / "probe.html"
     path.write_text(page.replace("</body>", probe))
-    dom = subprocess.run(
-        ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync",
-         "--disable-background-networking", "--disable-component-update", f"--user-data-dir={folder / 'c'}",
-         "--dump-dom", path.as_uri()],
-        capture_output=True, text=True, timeout=120,
-    ).stdout  # fmt: skip
+    dom = chromium_dom(path, folder)
     overflow = re.search(r'data-overflow="([^"]*)"', dom)
     counted = re.search(r'data-count="([0-9]+)"', dom)
     assert overflow and counted, dom[:2000]
@@ -200,7 +200,6 @@ def overlapping_texts(page: str, folder):
     import html
     import json
     import re
-    import subprocess
 
     probe = """<script>
     const found = [];
@@ -228,12 +227,7 @@ def overlapping_texts(page: str, folder):
     </script></body>"""
     path = folder / "overlaps.html"
     path.write_text(page.replace("</body>", probe))
-    dom = subprocess.run(
-        ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync",
-         "--disable-background-networking", "--disable-component-update", f"--user-data-dir={folder / 'c'}",
-         "--dump-dom", path.as_uri()],
-        capture_output=True, text=True, timeout=120,
-    ).stdout  # fmt: skip
+    dom = chromium_dom(path, folder)
     found = re.search(r'data-overlaps="([^"]*)"', dom)
     assert found, dom[:2000]
     return json.loads(html.unescape(found.group(1)))
