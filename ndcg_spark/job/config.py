@@ -298,7 +298,7 @@ def parse_config(argv: Sequence[str], compare: bool = False):
     values: Dict[str, Any] = {}
     if args.config:
         values.update(load_toml(args.config))
-    flags = {k: v for k, v in vars(args).items() if k not in ("config", "verbose") and v is not None}
+    flags = {k: v for k, v in vars(args).items() if k not in ("config", "verbose", "quiet") and v is not None}
     # Flags override the file: a flag's output (or output_table) replaces the file's other one,
     # and --conf adds to the file's [spark] table.
     for one, other in (("output", "output_table"), ("output_table", "output")):
