@@ -54,22 +54,36 @@ def partitions(spark, family, member, date):
                   .collect())  # fmt: skip
 
 
-def test_nights_replace_and_match_the_directory_output(spark, inputs, published, db, capsys):
-    """First night, second night (its drop gate against the first, read from the tables), a
-    re-run that replaces the second; the summary is the directory output's for the same input."""
+def test_nights_reruns_and_failures_show_whole_nights_only(spark, inputs, published, db, capsys, monkeypatch):
+    """First night; a second one whose drop gate (against the first, read from the tables) fails;
+    re-runs of it failing before their runs row (the night stays as it was, the failed run's rows
+    go) and between their drops (the new night shows whole); a plain retry replaces the night,
+    one run per table. The figures are the directory output's for the same input."""
     family = f"{db}.ndcg"
     assert run(table_args(inputs, family, "good", "--run-date", DATE)) == EXIT_OK
     assert run(table_args(inputs, family, "worse", "--run-date", NEXT, "--fail-if-drop", "5:0.01")) == EXIT_QUALITY_GATE
     assert "regression gate failed: run_date 2026-11-21 -> 2026-11-22" in capsys.readouterr().err
-    first = night(spark, family, NEXT)
+    shown = night(spark, family, NEXT)["runs"]
+    for step in ("staged", "dropped:per_user"):
+        monkeypatch.setattr(publish, "at_step", failing_at(step))
+        assert run(table_args(inputs, family, "good", "--run-date", NEXT)) == EXIT_FAILURE
+        seen = night(spark, family, NEXT)
+        assert seen["per_user"] == seen["summary"] == seen["runs"] and len(seen["runs"]) == 1, step
+        assert (seen["runs"] == shown) == (step == "staged"), step
+        assert spark.table(f"{family}_per_user").where(f"run_date = '{NEXT}'").count() == 60
+        assert spark.table(f"{family}_summary").where(f"run_date = '{NEXT}'").count() == 2
+        if step == "staged":  # the failed run dropped its own rows
+            assert len(partitions(spark, family, "per_user", NEXT)) == 1
+        shown = seen["runs"]
+    monkeypatch.setattr(publish, "at_step", publish._no_fault)
     assert run(table_args(inputs, family, "good", "--run-date", NEXT, "--fail-if-drop", "5:0.01")) == EXIT_OK
     out = capsys.readouterr().out
     assert f"wrote {family}" in out and "regression gate passed: run_date 2026-11-21 -> 2026-11-22" in out
-    second = night(spark, family, NEXT)
     # Replaced, not duplicated: one run per night in every view and storage table.
-    assert len(second["runs"]) == 1 and second["per_user"] == second["summary"] == second["runs"] != first["runs"]
-    assert [p.split("/run_id=")[1] for p in partitions(spark, family, "per_user", NEXT)] == sorted(second["runs"])
-    assert len(partitions(spark, family, "runs", NEXT)) == 1
+    retried = night(spark, family, NEXT)
+    assert len(retried["runs"]) == 1 and retried["per_user"] == retried["summary"] == retried["runs"] != shown
+    for member in ("per_user", "summary", "runs"):
+        assert [p.split("/run_id=")[1] for p in partitions(spark, family, member, NEXT)] == sorted(retried["runs"])
     # The folder output of the same input, the same figures.
     summary = spark.table(f"{family}_summary").where(f"run_date = '{DATE}'").drop("run_date", "run_id")
     folder = spark.read.parquet(str(published / "summary" / f"run_date={DATE}"))
@@ -89,34 +103,10 @@ def test_nights_replace_and_match_the_directory_output(spark, inputs, published,
     assert texts == {"summary.json": row.manifest, "report.html": row.report}
     # history --output-table: both nights, the second as re-run.
     assert run(["history", "--output-table", family, "--json"]) == EXIT_OK
-    shown = json.loads(capsys.readouterr().out)
-    assert shown["output"] == family and shown["runs"] == [DATE, NEXT]
-    assert {(r["run_date"], r["k"], r["gates"]) for r in shown["rows"]} == {
+    history = json.loads(capsys.readouterr().out)
+    assert history["output"] == family and history["runs"] == [DATE, NEXT]
+    assert {(r["run_date"], r["k"], r["gates"]) for r in history["rows"]} == {
         (DATE, 3, "-"), (DATE, 5, "-"), (NEXT, 3, "passed"), (NEXT, 5, "passed")}  # fmt: skip
-
-
-def test_a_failed_rerun_shows_one_whole_night_and_the_retry_repairs(spark, inputs, db, monkeypatch):
-    """Re-runs failing before their runs row (the night stays as it was), right after it and
-    between its drops (the new night shows whole); each next run drops what the last one left,
-    and a plain retry leaves one run per table."""
-    family = f"{db}.ndcg"
-    assert run(table_args(inputs, family, "good", "--run-date", DATE)) == EXIT_OK
-    shown = night(spark, family, DATE)["runs"]
-    for step in ("staged", "published", "dropped:per_user"):
-        monkeypatch.setattr(publish, "at_step", failing_at(step))
-        assert run(table_args(inputs, family, "worse", "--run-date", DATE)) == EXIT_FAILURE
-        seen = night(spark, family, DATE)
-        assert seen["per_user"] == seen["summary"] == seen["runs"] and len(seen["runs"]) == 1, step
-        assert (seen["runs"] == shown) == (step == "staged"), step
-        assert spark.table(f"{family}_per_user").where(f"run_date = '{DATE}'").count() == 60
-        assert spark.table(f"{family}_summary").where(f"run_date = '{DATE}'").count() == 2
-        shown = seen["runs"]
-    monkeypatch.setattr(publish, "at_step", publish._no_fault)
-    assert run(table_args(inputs, family, "worse", "--run-date", DATE)) == EXIT_OK
-    retried = night(spark, family, DATE)["runs"]
-    assert retried != shown and len(retried) == 1
-    for member in ("per_user", "summary", "runs"):
-        assert [p.split("/run_id=")[1] for p in partitions(spark, family, member, DATE)] == sorted(retried)
 
 
 def test_quarantine_and_compare_have_their_tables(spark, inputs, db, capsys):

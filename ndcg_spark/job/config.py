@@ -20,7 +20,7 @@ from ndcg_spark.errors import ConfigError
 from ndcg_spark.job.flags import load_toml, number_text, option_value, parse_bool
 from ndcg_spark.job.gates import DropGates, Gate, parse_gates
 from ndcg_spark.job.lease import FORCE
-from ndcg_spark.job.targets import SECRET_SETTING, Output, Partition, _required, spark_settings
+from ndcg_spark.job.targets import SECRET_SETTING, Output, Partition, required, spark_settings
 from ndcg_spark.job.tracking import MlflowTarget, redact
 from ndcg_spark.options import EvaluationOptions, check_known_keys, k_label
 from ndcg_spark.reading import FORMATS, ROLES
@@ -43,7 +43,7 @@ class Inputs:
 
     def __post_init__(self) -> None:
         for name in ("recommendations", "relevance"):
-            _required(name, getattr(self, name))
+            required(name, getattr(self, name))
         for name in ("format", *(f"{role}_format" for role in ROLES)):
             value = getattr(self, name)
             if value is not None and value not in FORMATS:
@@ -109,9 +109,9 @@ class _Config:
         check_known_keys(values, list(cls.keys()), "config key")
         opts = EvaluationOptions(**{k: option_value(k, v) for k, v in values.items() if k in EvaluationOptions.names()})
         for key in ("recommendations", "relevance"):
-            _required(key, values.get(key))
+            required(key, values.get(key))
         if values.get("output") is None and values.get("output_table") is None:
-            _required("output", None)
+            required("output", None)
         inputs = Inputs(**{k: v for k, v in values.items() if k in INPUT_KEYS})
         force = str(values.get("break_lock")).strip().lower() == FORCE
         flags = {k: parse_bool(values[k], k) if isinstance(values[k], str) else values[k]

@@ -133,13 +133,18 @@ class TableSink:
     def recover(self) -> None:
         """Drop what earlier runs of the night left that no view shows: all of it when this run
         holds the night's lock; without one, the superseded runs and rows a day old."""
-        self.drop_others(self.family.current_run(self.key, self.value), steps=False)
+        self.drop_others(steps=False)
 
-    def drop_others(self, keep: Optional[str], steps: bool = True) -> None:
-        """Drop the night's partitions of every run but ``keep`` (the current one), runs rows last
-        (``steps``: a publish's named steps, ``dropped:<member>``, for the fault tests)."""
+    def drop_others(self, steps: bool = True) -> None:
+        """Drop the night's partitions of every run but the current one, runs rows last (``steps``:
+        a publish's named steps, ``dropped:<member>``, for the fault tests).
+
+        The runs with a runs row are listed before the current one is read: a run whose row was
+        written meanwhile is then either current or not listed, so a run without the lock (over
+        Spark Connect) never drops the rows of a night that another run has just published."""
         family = self.family
         named = set(family.run_ids(family.data(RUNS), self.key, self.value))
+        keep = family.current_run(self.key, self.value)
         for member in self.members():
             table = family.data(member)
             ids = [r for r in family.run_ids(table, self.key, self.value) if r != keep and self._droppable(r, named)]
@@ -245,7 +250,7 @@ class TableStage:
         _append(sink, family.data(RUNS), row)
         self.published = True
         publish.at_step("published")
-        sink.drop_others(self.run_id)
+        sink.drop_others()
 
     def _runs_row(self, marker: Dict[str, Any]) -> DataFrame:
         result = RunResult.from_json(marker)

@@ -108,7 +108,7 @@ class Output:
         if self.path is not None and self.table is not None:
             raise ConfigError("give output (a directory) or output_table (catalog tables), not both")
         if self.table is None:
-            _required("output", self.path)
+            required("output", self.path)
         elif not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,2}", self.table):
             raise ConfigError(
                 f"output_table = {self.table!r} is not a table name: [catalog.][database.]name, "
@@ -165,6 +165,6 @@ def spark_settings(value: Any) -> Tuple[Tuple[str, str], ...]:
     return tuple(settings.items())
 
 
-def _required(name: str, value: Any) -> None:
+def required(name: str, value: Any) -> None:
     if not isinstance(value, str) or not value.strip():
         raise ConfigError(f"{name} is required (a path or a catalog table); set it in the config or as --{name}")
