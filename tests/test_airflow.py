@@ -283,17 +283,33 @@ def dag_run(tmp_path_factory):
     }
     airflow = str(Path(sys.executable).parent / "airflow")
     subprocess.run([airflow, "db", "migrate"], env=env, cwd=home, check=True, capture_output=True, timeout=300)
-    ran = subprocess.run(
+    ran = subprocess.Popen(
         [airflow, "dags", "test", "ndcg_spark_tries", "2026-11-25"],
         env=env,
         cwd=home,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
-        timeout=600,
     )
+    # A stop from outside: once stopped_from_outside waits before its publish, a SIGTERM to the
+    # process the task runs in (``dags test`` runs the tasks in its own process), whose handler
+    # Airflow's task runner installs to call on_kill.
+    stop = threading.Thread(target=stop_when, args=(out / "stopped_from_outside.paused", ran), daemon=True)
+    stop.start()
+    try:
+        output, _ = ran.communicate(timeout=600)
+    finally:
+        ran.kill()
     db = sqlite3.connect(home / "airflow.db")
-    yield ran.stdout + ran.stderr, db, out
+    yield output, db, out
     db.close()
+
+
+def stop_when(paused: Path, process: subprocess.Popen) -> None:
+    while not paused.exists() and process.poll() is None:
+        time.sleep(0.2)
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
 
 
 def tries(db, task_id):
@@ -362,6 +378,22 @@ def test_a_try_stopped_by_its_timeout_ends_with_the_jobs_line_and_the_retry_publ
     assert {k: record["mean_ndcg"][k] for k in SAMPLE_NDCG} == pytest.approx(SAMPLE_NDCG, rel=1e-12)
     assert (out / "night" / "_manifests" / "run_date=2026-11-25" / "summary.json").exists()
     assert list((out / "night").rglob("*.lock")) == []
+
+
+def test_a_try_stopped_from_outside_ends_with_the_jobs_line_and_leaves_the_previous_result(dag_run):
+    output, db, out = dag_run
+    assert tries(db, "stopped_from_outside") == [("failed", 1)], output[-3000:]
+    (log,) = task_logs(output, "stopped_from_outside")
+    assert any(line.startswith("stopping ndcg-spark: SIGTERM to its process group") for line in log[:-3])
+    assert (
+        f"ndcg-spark: error: stopped by SIGTERM before publishing {out}/outside (run_date=2026-11-25): "
+        "the previous result is as it was"
+    ) in log[-3:-1]
+    assert log[-1] == "ndcg-spark ended with exit code 143"
+    assert (
+        "AirflowException: ndcg-spark exited 143 (stopped by SIGTERM): ndcg-spark: error: stopped by SIGTERM" in output
+    )
+    assert not (out / "outside" / "_manifests").exists() and list((out / "outside").rglob("*.lock")) == []
 
 
 def test_a_job_whose_task_process_is_killed_gets_sigterm(tmp_path):
