@@ -10,7 +10,8 @@ tests/test_airflow.py`` in an environment with the ``airflow`` extra); skipped e
   tests/airflow_dags/ndcg_spark_tries.py on the bundled sample: a missing input and a failed gate
   each fail after one attempt; a night whose first try is stopped by its ``execution_timeout``
   (while it waits before publishing) ends that try with the job's own line, and its retry
-  publishes the night and leaves the finished record in XCom.
+  publishes the night and leaves the finished record in XCom; a try stopped from outside (the
+  SIGTERM Airflow's supervisor sends) ends with the job's own line too.
 """
 
 from __future__ import annotations
