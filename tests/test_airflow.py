@@ -121,8 +121,7 @@ def test_exit_0_returns_the_finished_record_and_each_line_reaches_the_log_as_it_
     )
     assert task.execute({"ti": TaskInstance()}) == json.loads(RECORD)
     when = {line: t for t, _, line in log.lines}
-    # stdout and stderr are read side by side: each in its order, not one with the other.
-    assert sorted(log.text()[1:3]) == ["progress on stderr", "reading"] and log.text()[3:] == [RECORD]
+    assert log.text()[1:] == ["reading", "progress on stderr", RECORD]
     assert when["reading"] < when[RECORD] - 1.0 and when["progress on stderr"] < when[RECORD] - 1.0
 
 
@@ -150,7 +149,8 @@ def test_a_failed_gate_fails_without_retry_naming_its_line_and_keeps_the_record(
 
 def test_a_locked_output_fails_so_that_airflow_retries(monkeypatch):
     task = stand_in(
-        "import sys; print('ndcg-spark: error: a live run holds /out', file=sys.stderr); sys.exit(5)",
+        # Its last line without a newline, and not ASCII: logged whole at the end.
+        "import sys; sys.stderr.write('ndcg-spark: error: a live run holds /out/\u00e9t\u00e9'); sys.exit(5)",
         Log(),
         monkeypatch,
     )
@@ -159,7 +159,7 @@ def test_a_locked_output_fails_so_that_airflow_retries(monkeypatch):
     assert not isinstance(failed.value, AirflowFailException)
     assert (
         str(failed.value)
-        == "ndcg-spark exited 5 (a live run holds the output): ndcg-spark: error: a live run holds /out"
+        == "ndcg-spark exited 5 (a live run holds the output): ndcg-spark: error: a live run holds /out/été"
     )
 
 
@@ -202,12 +202,11 @@ def test_on_kill_stops_the_job_and_its_log_ends_with_the_jobs_own_line(monkeypat
     with pytest.raises(AirflowException) as failed:
         stop_like_airflow(task, log, "working")
     assert not isinstance(failed.value, AirflowFailException)
-    # The job's two last lines (stdout and stderr, read side by side), then its exit.
-    assert set(log.text()[-3:-1]) == {
+    assert log.text()[-3:] == [
         '{"event": "ndcg_spark.finished", "status": "terminated"}',
         "ndcg-spark: error: stopped by SIGTERM before publishing /out",
-    }
-    assert log.text()[-1] == "ndcg-spark ended with exit code 143"
+        "ndcg-spark ended with exit code 143",
+    ]
 
 
 def test_on_kill_called_again_while_it_waits_leaves_the_job_to_its_clean_stop(monkeypatch):
@@ -362,11 +361,10 @@ def test_a_try_stopped_by_its_timeout_ends_with_the_jobs_line_and_the_retry_publ
     first, second = task_logs(output, "night")
     # The first try: Airflow's timeout, on_kill's SIGTERM, then the job's own ending in the log.
     assert any(line.startswith("stopping ndcg-spark: SIGTERM to its process group") for line in first[:-3])
-    # The job's two last lines, on stdout and stderr (read side by side: either may come first).
-    record_line, error_line = sorted(first[-3:-1], key=lambda line: not line.startswith("{"))
-    stopped = json.loads(record_line)
+    # The job's own last lines: its finished record on stdout, then its one line on stderr.
+    stopped = json.loads(first[-3])
     assert (stopped["status"], stopped["signal"], stopped["published"]) == ("terminated", "SIGTERM", False)
-    assert error_line == (
+    assert first[-2] == (
         f"ndcg-spark: error: stopped by SIGTERM before publishing {out}/night (run_date=2026-11-25): "
         "the previous result is as it was"
     )
@@ -389,7 +387,8 @@ def test_a_try_stopped_from_outside_ends_with_the_jobs_line_and_leaves_the_previ
     assert (
         f"ndcg-spark: error: stopped by SIGTERM before publishing {out}/outside (run_date=2026-11-25): "
         "the previous result is as it was"
-    ) in log[-3:-1]
+    ) == log[-2]
+    assert json.loads(log[-3])["status"] == "terminated"
     assert log[-1] == "ndcg-spark ended with exit code 143"
     assert (
         "AirflowException: ndcg-spark exited 143 (stopped by SIGTERM): ndcg-spark: error: stopped by SIGTERM" in output
