@@ -65,6 +65,15 @@ def test_only_bad_config_bad_input_and_a_failed_gate_are_not_retried(code, retry
     assert outcome(code, line)[1].endswith(": ndcg-spark: error: the line")
 
 
+def test_the_modules_examples_run():
+    import doctest
+
+    import ndcg_spark.airflow
+
+    results = doctest.testmod(ndcg_spark.airflow)
+    assert results.attempted >= 5 and results.failed == 0
+
+
 class Log:
     """A stand-in for the task's logger: (seconds since start, level, line)."""
 
