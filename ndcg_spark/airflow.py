@@ -32,7 +32,7 @@ import time
 from datetime import timedelta
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-from ndcg_spark.errors import EXIT_CONFIG, EXIT_INPUT, EXIT_LOCKED, EXIT_OK, EXIT_QUALITY_GATE
+from ndcg_spark.errors import EXIT_CONFIG, EXIT_INPUT, EXIT_LOCKED, EXIT_OK, EXIT_QUALITY_GATE, EXIT_SPARK_GONE
 
 try:  # Airflow 3
     from airflow.sdk import BaseOperator
@@ -53,6 +53,7 @@ MEANINGS = {
     EXIT_INPUT: "invalid input data",
     EXIT_QUALITY_GATE: "a gate failed (outputs written)",
     EXIT_LOCKED: "a live run holds the output",
+    EXIT_SPARK_GONE: "the Spark driver's JVM died",
     130: "stopped by SIGINT",
     143: "stopped by SIGTERM",
 }

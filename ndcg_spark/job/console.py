@@ -71,11 +71,16 @@ def format_summary(
 ) -> str:
     """The summary as a table, then one line of row accounting per table."""
     companions = tuple(c for c in COMPANION_COLUMNS if metrics and c[0] in metrics[0])
-    lines = [text_table(metrics, SUMMARY_COLUMNS + companions, segments)]
+    return "\n".join([text_table(metrics, SUMMARY_COLUMNS + companions, segments), *accounting_lines(accounting)])
+
+
+def accounting_lines(accounting: Optional[Dict[str, Any]]) -> List[str]:
+    """One line of row accounting per table: ``read N = used M + <reason> n, ...``."""
+    lines = []
     for table, t in (accounting or {}).items():
         aside = ", ".join(f"{k} {v}" for k, v in t["set_aside"].items() if v)
         lines.append(f"{table}: read {t['read']} = used {t['used']}" + (f" + {aside}" if aside else ""))
-    return "\n".join(lines)
+    return lines
 
 
 def format_comparison(rows: List[Dict[str, Any]], segments: Sequence[str] = ()) -> str:

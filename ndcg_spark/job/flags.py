@@ -169,7 +169,8 @@ def build_parser(compare: bool = False) -> argparse.ArgumentParser:
             "with its 95% interval, paired t-test p-value (and corrected across the pairs), wins/ties/losses."
             if compare
             else "Per-user and mean NDCG@k of recommendations against graded relevance, on Spark. "
-            "'ndcg-spark compare --help' compares models; 'ndcg-spark history --help' shows an output's dated runs."
+            "'ndcg-spark compare --help' compares models; 'ndcg-spark history --help' shows an output's dated runs; "
+            "'ndcg-spark validate [flags]' checks the inputs, writing nothing."
         ),
     )
     if compare:
@@ -293,6 +294,7 @@ def build_parser(compare: bool = False) -> argparse.ArgumentParser:
     parser.add_argument(
         "--verbose", action="store_true", help="Print Spark's stack trace on errors, and library warnings."
     )
+    parser.add_argument("--quiet", action="store_true", help="No progress lines on stderr (also: NDCG_SPARK_QUIET=1).")
     for f in dataclasses.fields(EvaluationOptions):
         flag = "--" + f.name.replace("_", "-")
         default = WHOLE_LIST if f.name == "k" else _shown(f.default)

@@ -21,6 +21,7 @@ from ndcg_spark.errors import ConfigError, InputDataError
 from ndcg_spark.job import publish, storage
 from ndcg_spark.job.config import Partition
 from ndcg_spark.job.console import text_table
+from ndcg_spark.job.nights import unfinished
 from ndcg_spark.job.result import RunResult
 from ndcg_spark.job.verdict import gates_summary
 
@@ -266,15 +267,28 @@ def trend_rows(
 
 def history_text(source, *, key: str = RUN_DATE, last: Optional[int] = None, as_json: bool = False) -> str:
     """What ``ndcg-spark history`` prints for ``source`` (an output's Files, or a sink's runs):
-    the table of :func:`format_history` and a line per broken run (:func:`broken_lines`), or with
-    ``as_json`` the one JSON document of :func:`history_record`."""
+    the table of :func:`format_history`, a line per broken run (:func:`broken_lines`) and one per
+    night a run left unfinished (:mod:`ndcg_spark.job.nights`), or with ``as_json`` the one JSON
+    document of :func:`history_record` (with ``unfinished``)."""
     earlier = runs_of(source)
     runs = earlier.history(key, last)
-    rows = history_rows(runs, key)
     broken = {v: m for v, m in ((v, earlier.missing(v, key, m)) for v, m in runs) if m}
+    # The nights a run left unfinished in an output directory; an interrupted publish with its
+    # staged figures among the runs.
+    files = getattr(earlier, "files", None)
+    nights = unfinished(files, key) if files is not None else []
+    staged = {n.value: n.result for n in nights if n.result is not None}
+    runs = sorted([(v, r) for v, r in runs if v not in staged] + list(staged.items()), key=lambda run: run[0])
+    runs = runs[-last:] if last else runs
+    if last and runs:
+        nights = [n for n in nights if n.value >= runs[0][0]]
+    rows = history_rows(runs, key)
     if as_json:
-        return storage.strict_json(history_record(earlier.root, rows, key, broken))
-    return "\n".join([format_history(rows, history_segments(runs), key), *broken_lines(broken, key)])
+        record = history_record(earlier.root, rows, key, broken)
+        record["unfinished"] = {n.value: n.to_json() for n in nights}
+        return storage.strict_json(record)
+    table = format_history(rows, history_segments(runs), key)
+    return "\n".join([table, *broken_lines(broken, key), *(n.line(key) for n in nights)])
 
 
 @dataclass(frozen=True)

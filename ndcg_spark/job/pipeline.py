@@ -19,7 +19,7 @@ from pyspark.sql import types as T
 from ndcg_spark.compare import compare_models
 from ndcg_spark.errors import ConfigError, InputDataError, NdcgError, RowCheckFailed, as_error
 from ndcg_spark.evaluation import evaluate
-from ndcg_spark.job import history, interrupts, publish, regression, storage, tracking, verdict
+from ndcg_spark.job import history, interrupts, progress, publish, regression, storage, tracking, verdict
 from ndcg_spark.job.checks import check
 from ndcg_spark.job.config import CompareConfig, EvaluateConfig
 from ndcg_spark.job.gates import margins_by_k
@@ -77,6 +77,7 @@ def _run(spark, config, sink: Sink, compute: Callable) -> RunResult:
                 computed = compute(spark, config, stage, sink.runs())
                 published = Published(run_id, sink.root, held.broke, **stage.describe())
                 result = computed.finished(published, round(time.time() - started, 3))
+                progress.phase("publishing")
                 stage.publish(result.to_json(), guard)
             finally:
                 stage.discard()
@@ -89,6 +90,7 @@ def _evaluate(spark, config: EvaluateConfig, stage: Stage, runs: Runs) -> RunRes
     # Let adaptive execution coalesce the partitions of the cached per-user frame, or a small
     # input is written as spark.sql.shuffle.partitions tiny files.
     spark.conf.set("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "true")
+    progress.phase("reading the inputs")
     recs = storage.read_input(spark, config, "recommendations")
     rel = storage.read_input(spark, config, "relevance")
     attributes = None
@@ -105,6 +107,7 @@ def _evaluate(spark, config: EvaluateConfig, stage: Stage, runs: Runs) -> RunRes
         check_partition_column(part, per_user, summary, *(evaluation.rejected or {}).values())
         # The first action computes the cached per-user figures, checks and counts on the way.
         write_per_user = functools.partial(stage.write, "per_user", per_user)
+        progress.phase("evaluating and writing per_user")
         explain_input_errors(write_per_user, [recs], rel, opts)
         read = evaluation.input_rows()
         for table, n in read.items():
@@ -112,12 +115,14 @@ def _evaluate(spark, config: EvaluateConfig, stage: Stage, runs: Runs) -> RunRes
                 raise InputDataError(f"{table} table is empty")
         # The summary is a handful of rows (one file, in order): aggregated once as it is written,
         # and the figures reported are read back from the table written.
+        progress.phase("writing summary")
         stage.write("summary", summary)
         metrics = [row.asDict() for row in stage.read("summary").collect()]
         sums = evaluation.row_accounting()
         rejected = write_rejected(evaluation.rejected, stage)
         drop = None
         if config.drop:
+            progress.phase("comparing with the previous run (--fail-if-drop)")
             # Tonight's per-user figures are cached: the pairing with the previous run reads them again.
             drop = regression.regression_gate(
                 spark, runs, part.value, per_user, config.drop.gates, opts.group_by,
@@ -134,6 +139,7 @@ def _evaluate(spark, config: EvaluateConfig, stage: Stage, runs: Runs) -> RunRes
             drop=drop,
         )
         if config.output.report:
+            progress.phase("writing report.html")
             bins = [r.asDict() for r in ndcg_histogram(per_user, opts.group_by).collect()]
             trend, key = trend_of(config, metrics, runs), part.key if part else "run_date"
             page = render(
@@ -147,6 +153,7 @@ def _evaluate(spark, config: EvaluateConfig, stage: Stage, runs: Runs) -> RunRes
 
 
 def _compare(spark, config: CompareConfig, stage: Stage, runs: Runs) -> RunResult:
+    progress.phase("reading the inputs")
     rel = storage.read_input(spark, config, "relevance")
     attributes = None
     if config.inputs.user_attributes:
@@ -177,6 +184,7 @@ def _compare(spark, config: CompareConfig, stage: Stage, runs: Runs) -> RunResul
     try:
         names = list(result.evaluations)
         recommendations = [models] if config.model_col else list(models.values())
+        progress.phase("comparing the models")
         explain_input_errors(
             lambda: [r.every_user().count() for r in result.evaluations.values()], recommendations, rel, opts
         )
@@ -188,6 +196,7 @@ def _compare(spark, config: CompareConfig, stage: Stage, runs: Runs) -> RunResul
         if read[names[0]]["relevance"] == 0:
             raise InputDataError("relevance table is empty")
         check_partition_column(part, result.per_user, result.summary)
+        progress.phase("writing per_user")
         stage.write("per_user", result.per_user)
         rows, typed = result.report(), result.summary.schema
     finally:
