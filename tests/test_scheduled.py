@@ -177,3 +177,16 @@ def test_history_into_a_closed_pipe_ends_quietly(published, tmp_path):
     reader.stdout.close()  # before it writes a line: every write meets a closed pipe
     stderr = reader.stderr.read()
     assert reader.wait(60) == EXIT_OK and stderr == ""
+
+
+def test_a_jvm_that_does_not_start_is_one_line_without_an_exception_name():
+    from pyspark.errors import PySparkRuntimeError
+
+    from ndcg_spark.errors import JVM_DID_NOT_START, as_error
+
+    try:
+        exited = PySparkRuntimeError(errorClass="JAVA_GATEWAY_EXITED", messageParameters={})
+    except TypeError:  # PySpark 3.5 spells them error_class and message_parameters
+        exited = PySparkRuntimeError(error_class="JAVA_GATEWAY_EXITED", message_parameters={})
+    error = as_error(exited)
+    assert (error.exit_code, str(error)) == (1, JVM_DID_NOT_START)
