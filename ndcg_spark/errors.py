@@ -87,6 +87,19 @@ SPARK_GONE = (
 )
 
 
+#: The one line of a driver JVM that PySpark could not start (exit code 1).
+JVM_DID_NOT_START = (
+    "the Spark driver's JVM did not start (the lines above are its own): Java 17 must be on the PATH or in JAVA_HOME"
+)
+
+
+def _condition(exc: BaseException) -> Optional[str]:
+    try:
+        return error_condition(exc)
+    except Exception:  # noqa: BLE001 - not a Spark exception
+        return None
+
+
 def spark_gone(exc: BaseException) -> bool:
     """Whether ``exc`` (or an exception behind it) is Py4J losing its connection to the driver's JVM.
 
@@ -141,6 +154,8 @@ def as_error(exc: BaseException) -> NdcgError:
         return exc
     if spark_gone(exc):
         return SparkGone(SPARK_GONE)
+    if _condition(exc) == "JAVA_GATEWAY_EXITED":  # PySpark could not start the driver's JVM
+        return NdcgError(JVM_DID_NOT_START)
     failures = list(_spark_failures(exc))
     for condition, parameters in failures:
         text = parameters.get("errorMessage", "") if condition == USER_RAISED else ""

@@ -82,8 +82,9 @@ def job_process(argv, cwd):
 
 @pytest.mark.process
 def test_a_live_lock_and_an_undated_run_are_refused_before_spark_starts(inputs, published, tmp_path):
-    """Seen from the local output alone: a live run's lock (exit 5) and a --run-date into an
-    undated output (exit 2), each refused in a process that never starts a JVM."""
+    """Seen without Spark: a live run's lock on a local output (exit 5), a --run-date into an
+    undated output and a relative output over Spark Connect (exit 2), each refused in a process
+    that never starts a JVM (nor connects)."""
     locked = copy_of(published, tmp_path / "locked")
     holder = fake_holder(locked, renewed_ago=5)
     undated = tmp_path / "undated"
@@ -93,11 +94,13 @@ def test_a_live_lock_and_an_undated_run_are_refused_before_spark_starts(inputs, 
     procs = [
         job_process(args(inputs, locked, "worse", "--run-date", DATE), tmp_path),
         job_process(args(inputs, undated, "worse", "--run-date", DATE), tmp_path),
+        job_process(args(inputs, "out", "worse", "--remote", "sc://localhost:1"), tmp_path),
     ]
     ended = [(p.communicate(timeout=120), time.monotonic() - started) for p in procs]
     (_, lock_err), lock_took = ended[0]
     (_, undated_err), _ = ended[1]
-    assert procs[0].returncode == EXIT_LOCKED and procs[1].returncode == EXIT_CONFIG
+    (_, connect_err), _ = ended[2]
+    assert [p.returncode for p in procs] == [EXIT_LOCKED, EXIT_CONFIG, EXIT_CONFIG]
     # No JVM: neither its notice nor a progress line ("starting Spark") came.
     assert re.fullmatch(
         f"ndcg-spark: error: output {locked} \\({PLACE}\\) is locked by run {holder} \\(pid 4242 on another-host, "
@@ -107,6 +110,10 @@ def test_a_live_lock_and_an_undated_run_are_refused_before_spark_starts(inputs, 
     ), lock_err
     assert undated_err.splitlines() == [
         f"ndcg-spark: error: output {undated} is not partitioned; run without --run-date/--partition, or choose another"
+    ]
+    assert connect_err.splitlines() == [
+        "ndcg-spark: error: output 'out' is a relative path: over Spark Connect it would resolve on the server; "
+        "give an absolute path or a URI"
     ]
     assert lock_took < 10, f"{lock_took:.1f} s to refuse"
     assert marker_of(locked) == marker_of(published) and not (undated / "_manifests").exists()
@@ -177,3 +184,16 @@ def test_history_into_a_closed_pipe_ends_quietly(published, tmp_path):
     reader.stdout.close()  # before it writes a line: every write meets a closed pipe
     stderr = reader.stderr.read()
     assert reader.wait(60) == EXIT_OK and stderr == ""
+
+
+def test_a_jvm_that_does_not_start_is_one_line_without_an_exception_name():
+    from pyspark.errors import PySparkRuntimeError
+
+    from ndcg_spark.errors import JVM_DID_NOT_START, as_error
+
+    try:
+        exited = PySparkRuntimeError(errorClass="JAVA_GATEWAY_EXITED", messageParameters={})
+    except TypeError:  # PySpark 3.5 spells them error_class and message_parameters
+        exited = PySparkRuntimeError(error_class="JAVA_GATEWAY_EXITED", message_parameters={})
+    error = as_error(exited)
+    assert (error.exit_code, str(error)) == (1, JVM_DID_NOT_START)

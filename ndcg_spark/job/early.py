@@ -3,8 +3,9 @@
 A local output (a ``file:`` URI, or a plain path that holds the job's state folder while no
 cluster's default file system could be meant) is read by Python: a run that does not fit its
 layout (a ``--run-date`` into an undated output, say; exit 2) and a live run's lock (exit 5) are
-refused here with the same line the run would give after Spark started. Config errors come
-earlier still, from the flags and the TOML file (:func:`~ndcg_spark.job.config.parse_config`).
+refused here with the same line the run would give after Spark started; so are a relative path
+over Spark Connect and an MLflow store that cannot be opened. Config errors come earlier still,
+from the flags and the TOML file (:func:`~ndcg_spark.job.config.parse_config`).
 Anything else (an output on HDFS or an object store) is checked as before, once Spark runs.
 """
 
@@ -14,7 +15,7 @@ import os
 from typing import Optional
 from urllib.parse import urlparse
 
-from ndcg_spark.job import lease, publish
+from ndcg_spark.job import lease, publish, storage, tracking
 from ndcg_spark.job.storage import LocalFiles
 
 
@@ -36,7 +37,12 @@ def local_root(config) -> Optional[str]:
 
 
 def refuse(config) -> None:
-    """Refuse, before Spark starts, a run that a local output's layout or live lock would refuse."""
+    """Refuse, before Spark starts, what needs no Spark to see: a path Spark Connect would resolve
+    on the server, an MLflow store that cannot be opened (exit 2), and a run that a local
+    output's layout (exit 2) or live lock (exit 5) would refuse."""
+    storage.check_connect(None, config)
+    if config.mlflow:
+        tracking.mlflow_client(config.mlflow.tracking_uri)
     root = local_root(config)
     if root is None:
         return

@@ -61,9 +61,10 @@ def check_connect(spark, config) -> None:
     The server resolves a relative path against its own working directory, and the client,
     which writes ``summary.json`` and ``report.html`` with its own file system (it has no
     Hadoop API), can reach only a local output: a relative path, or an output URI other than
-    ``file:``, is refused.
+    ``file:``, is refused. With no session yet (``spark`` None), ``config.remote`` says whether the
+    run will be over Spark Connect: checked before the session starts.
     """
-    if not is_connect(spark):
+    if not (is_connect(spark) if spark is not None else config.remote):
         return
     inputs, output = config.inputs, config.output.path
     paths = [(key, getattr(inputs, key)) for key in ("recommendations", "relevance", "user_attributes")]
