@@ -83,7 +83,9 @@ def histograms(rows: List[Dict[str, Any]], group_by: Sequence[str], bins: int = 
         key = (_segment(r, group_by), r["k"])
         charts.setdefault(key, [0] * bins)[int(r["bin"])] += int(r["users"])
     out = []
-    width, height, left, right, top, bottom = 440, 200, 44, 10, 34, 34
+    # Rows from the top: the chart's label, the count axis' title, then the plot, whose tallest
+    # bar has its count above it, under the axis' title (they never meet).
+    width, height, left, right, top, bottom = 440, 212, 44, 10, 46, 34
     w, h = width - left - right, height - top - bottom
     for (segment, k), counts in sorted(charts.items(), key=lambda kv: (kv[0][0], kv[0][1] is None, kv[0][1] or 0)):
         scale = math.log10(max(max(counts), 1) + 1)
@@ -105,7 +107,7 @@ def histograms(rows: List[Dict[str, Any]], group_by: Sequence[str], bins: int = 
                 f"{_count(tick)}</text>"
             )
             tick *= 10
-        svg.append(f'<text class="axis-title" x="4" y="{top - 8}" font-size="10">users (log)</text>')
+        svg.append(f'<text class="axis-title" x="4" y="{top - 16}" font-size="10">users (log)</text>')
         for i, c in enumerate(counts):
             x, y = left + i * bar, y_of(c)
             svg.append(
@@ -241,7 +243,8 @@ def trend_chart(
         lines.setdefault((_segment(r, group_by), r["k"] is None, r["k"] or 0), []).append(r)
     highest = [r.get("ndcg_ci_high") or r["mean_ndcg"] for r in shown] + [v for _, v in limits]
     y_max = min(1.0, _nice(max(highest + [1e-9])))
-    svg, (left, top, w, h) = _plot("ndcg-trend", width, height, len(lines) if runs else None, y_max, "mean NDCG")
+    legend = len(lines) + len(limits) if runs else None
+    svg, (left, top, w, h) = _plot("ndcg-trend", width, height, legend, y_max, "mean NDCG")
     if not runs:
         svg.append(f'<text x="{left + 10}" y="{top + 20}">no complete run</text></svg>')
         return "".join(svg)
@@ -258,13 +261,21 @@ def trend_chart(
                 f'<text x="{x_of(run):.1f}" y="{top + h + 16}" font-size="10" text-anchor="{anchor}">{_e(run)}</text>'
             )
     svg.append(f'<text x="{left + w / 2}" y="{height - 4}" font-size="12" text-anchor="middle">{_e(key)}</text>')
-    for label, value in limits:
-        y = y_of(value)
+    # Each limit is a dashed line across the plot, named in the legend below it: a label on the
+    # line itself would sit on the trend lines that run near it.
+    for i, (label, value) in enumerate(limits):
+        y, below = y_of(value), height + LEGEND_LINE * (len(lines) + i) + 12
         svg.append(
             f'<line class="limit" x1="{left}" y1="{y:.1f}" x2="{left + w}" y2="{y:.1f}" stroke="#d62728" '
             f'stroke-dasharray="5 3"><title>{_e(label)}: {value:.4f}</title></line>'
         )
-        svg.append(_label(f"{label}: {value:.4f}", left + 4, y - 3, w - 8, 10, 'fill="#d62728"'))
+        svg.append(
+            f'<line x1="10" y1="{below - 4}" x2="30" y2="{below - 4}" stroke="#d62728" stroke-width="2" '
+            'stroke-dasharray="5 3"/>'
+        )
+        svg.append(
+            _label(f"{label}: {value:.4f}", 36, below, width - 36 - 8, 12, 'class="legend limit" fill="#d62728"')
+        )
     for i, ((segment, _, _), points) in enumerate(sorted(lines.items())):
         points.sort(key=lambda r: r[key])
         name = f"{segment}, NDCG@{k_label(points[0]['k'])}"

@@ -98,21 +98,25 @@ def _looks_like_values(names) -> bool:
 
 def check_schema(df: DataFrame, table: str, opts: EvaluationOptions) -> None:
     """Missing columns and unsupported types, from the schema alone (no data is read)."""
-    needed: List[Tuple[str, str]] = [(opts.user_col, "key"), (opts.item_col, "key")]
+    needed: List[Tuple[str, str, str]] = [(opts.user_col, "key", "user_col"), (opts.item_col, "key", "item_col")]
     if table == "recommendations":
-        needed.append((opts.rank_col, "numeric") if opts.rank_col else (opts.score_col, "numeric"))
+        needed.append(
+            (opts.rank_col, "numeric", "rank_col") if opts.rank_col else (opts.score_col, "numeric", "score_col")
+        )
     else:
-        needed.append((opts.relevance_col, "numeric"))
+        needed.append((opts.relevance_col, "numeric", "relevance_col"))
     fields = {f.name: f.dataType for f in df.schema.fields}
-    for name, kind in needed:
+    for name, kind, option in needed:
         if name not in fields:
             close = difflib.get_close_matches(name, list(fields), n=1, cutoff=0.5)
+            # The option that names the column, so a table whose column is named otherwise can be read as it is.
             hint = f"; did you mean {close[0]!r}?" if close else ""
+            hint += f" (set {option}, flag --{option.replace('_', '-')}, to the column's name)"
             if _looks_like_values(fields):
                 # A CSV file without a header line: Spark took its first row for the column names.
                 hint = (
                     "; those names look like values: the file's first line is data, not a header "
-                    f"(a CSV file needs a first line naming its columns, e.g. {','.join(n for n, _ in needed)})"
+                    f"(a CSV file needs a first line naming its columns, e.g. {','.join(n for n, _, _ in needed)})"
                 )
             raise InputDataError(
                 f"{table} table has no column {name!r} (it has: {', '.join(fields) or 'no columns'}){hint}"

@@ -95,6 +95,7 @@ SUMMARY_COLUMNS = (
     ("std_ndcg", "std_ndcg"),
     ("users_zero_idcg", "zero_idcg"),
     ("users_without_recommendations", "no_recs"),
+    ("users_without_relevance", "no_relevance"),
     ("users_excluded", "excluded"),
 )
 

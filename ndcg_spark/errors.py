@@ -26,6 +26,7 @@ EXIT_CONFIG = 2
 EXIT_INPUT = 3
 EXIT_QUALITY_GATE = 4
 EXIT_LOCKED = 5
+EXIT_SPARK_GONE = 6
 
 #: Start of the message of every input error raised inside Spark: tells ours from another ``raise_error``.
 INPUT_ERROR_TAG = "NDCG_INVALID_INPUT"
@@ -73,6 +74,39 @@ class OutputLocked(NdcgError):
     exit_code = EXIT_LOCKED
 
 
+class SparkGone(NdcgError):
+    """The Spark driver's JVM ended under the run (killed, out of memory): exit code 6."""
+
+    exit_code = EXIT_SPARK_GONE
+
+
+#: The one line of :class:`SparkGone`.
+SPARK_GONE = (
+    "the Spark driver's JVM ended unexpectedly (killed? out of memory?): the run stopped; the previous "
+    "result stands and the next run completes or clears what this one left"
+)
+
+
+def spark_gone(exc: BaseException) -> bool:
+    """Whether ``exc`` (or an exception behind it) is Py4J losing its connection to the driver's JVM.
+
+    Read from where it was raised (inside ``py4j``), not from its type alone: a refused
+    connection elsewhere (an MLflow server down) is not the JVM's end.
+    """
+    current, seen = exc, 0
+    while current is not None and seen < 10:
+        if type(current).__name__ == "Py4JNetworkError":
+            return True
+        if isinstance(current, (ConnectionError, EOFError)):
+            tb = current.__traceback__
+            while tb is not None:
+                if tb.tb_frame.f_globals.get("__name__", "").startswith("py4j"):
+                    return True
+                tb = tb.tb_next
+        current, seen = current.__cause__ or current.__context__, seen + 1
+    return False
+
+
 # ----------------------------------------------------------------------------- into Spark
 
 
@@ -105,6 +139,8 @@ def as_error(exc: BaseException) -> NdcgError:
     """
     if isinstance(exc, NdcgError):
         return exc
+    if spark_gone(exc):
+        return SparkGone(SPARK_GONE)
     failures = list(_spark_failures(exc))
     for condition, parameters in failures:
         text = parameters.get("errorMessage", "") if condition == USER_RAISED else ""

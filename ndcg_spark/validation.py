@@ -72,7 +72,8 @@ def validate(
 
     With the default ``on_invalid_rows = "error"`` any problem raises one
     :class:`~ndcg_spark.InputDataError` whose message names every problem of both tables (joined
-    by ``; ``) and whose ``reports`` attribute holds the two :class:`TableReport` values.
+    by ``; ``); its ``problems`` attribute lists those descriptions one by one, and its ``reports``
+    attribute holds the two :class:`TableReport` values.
 
     With ``on_invalid_rows = "quarantine"`` row-level problems are reported, not raised (the
     rows are set aside by :func:`ndcg_spark.evaluate`); empty tables and schema problems
@@ -128,5 +129,6 @@ def validate(
         # Every problem of both tables in one line, so one fix round mends them all.
         error = InputDataError("; ".join(found))
         error.reports = reports
+        error.problems = found
         raise error
     return reports

@@ -16,6 +16,9 @@ DATA = Path(__file__).parent / "data"
 # benchmarks', the cluster's drivers) takes the quick flags; set before any starts, so the
 # pytest-xdist workers and their subprocesses inherit them.
 os.environ["SPARK_SUBMIT_OPTS"] = f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} {QUICK_JVM}".strip()
+# The job's progress lines off (its one error line is what most tests read on stderr); the tests
+# of the progress lines turn them on.
+os.environ["NDCG_SPARK_QUIET"] = "1"
 
 
 @pytest.fixture(scope="session")

@@ -131,13 +131,24 @@ def browser(test):
     )
 
 
+def chromium_dom(path, folder, *flags: str) -> str:
+    """The DOM of the page at ``path`` after headless Chromium ran it (its own profile in ``folder``)."""
+    import subprocess
+
+    return subprocess.run(
+        ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync",
+         "--disable-background-networking", "--disable-component-update", f"--user-data-dir={folder / 'c'}",
+         *flags, "--dump-dom", path.as_uri()],
+        capture_output=True, text=True, timeout=120,
+    ).stdout  # fmt: skip
+
+
 def layout_at(page: str, folder, width: int = 1280, height: int = 800) -> dict:
     """Render ``page`` in headless Chromium in a ``width`` x ``height`` window: the page's own
     width (``scroll_width``: past ``width``, something runs off the right edge) and the bottom of
     the verdict box (``verdict_bottom``: within ``height``, it is on the first screen)."""
     import json
     import re
-    import subprocess
 
     probe = """<script>
     const v = document.getElementById("verdict");
@@ -147,12 +158,7 @@ def layout_at(page: str, folder, width: int = 1280, height: int = 800) -> dict:
     </script></body>"""
     path = folder / "layout.html"
     path.write_text(page.replace("</body>", probe))
-    dom = subprocess.run(
-        ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync",
-         "--disable-background-networking", "--disable-component-update", f"--user-data-dir={folder / 'c'}",
-         f"--window-size={width},{height}", "--dump-dom", path.as_uri()],
-        capture_output=True, text=True, timeout=120,
-    ).stdout  # fmt: skip
+    dom = chromium_dom(path, folder, f"--window-size={width},{height}")
     found = re.search(r'data-layout="([^"]*)"', dom)
     assert found, dom[:2000]
     import html
@@ -166,7 +172,6 @@ def texts_outside_svgs(page: str, folder, count: str):
     import html
     import json
     import re
-    import subprocess
 
     probe = """<script>
     const out = [];
@@ -182,13 +187,47 @@ def texts_outside_svgs(page: str, folder, count: str):
     </script></body>""".replace("SELECTOR", json.dumps(count))
     path = folder / "probe.html"
     path.write_text(page.replace("</body>", probe))
-    dom = subprocess.run(
-        ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync",
-         "--disable-background-networking", "--disable-component-update", f"--user-data-dir={folder / 'c'}",
-         "--dump-dom", path.as_uri()],
-        capture_output=True, text=True, timeout=120,
-    ).stdout  # fmt: skip
+    dom = chromium_dom(path, folder)
     overflow = re.search(r'data-overflow="([^"]*)"', dom)
     counted = re.search(r'data-count="([0-9]+)"', dom)
     assert overflow and counted, dom[:2000]
     return json.loads(html.unescape(overflow.group(1))), int(counted.group(1))
+
+
+def overlapping_texts(page: str, folder):
+    """Render ``page`` in headless Chromium: the texts of each SVG that overlap another text, or
+    that a chart's line (``polyline``) crosses, as Chromium lays them out ([text, what it meets])."""
+    import html
+    import json
+    import re
+
+    probe = """<script>
+    const found = [];
+    const inside = (b, x, y) => x > b.x + 1 && x < b.x + b.width - 1 && y > b.y + 1 && y < b.y + b.height - 1;
+    for (const svg of document.querySelectorAll("svg")) {
+      const texts = [...svg.querySelectorAll("text")].map(t => [t, t.getBBox()]).filter(([, b]) => b.width > 0);
+      texts.forEach(([t, b], i) => texts.slice(i + 1).forEach(([u, c]) => {
+        if (b.x < c.x + c.width - 1 && c.x < b.x + b.width - 1 && b.y < c.y + c.height - 1 && c.y < b.y + b.height - 1)
+          found.push([t.textContent, u.textContent]);
+      }));
+      for (const line of svg.querySelectorAll("polyline")) {
+        const p = line.getAttribute("points").trim().split(/\\s+/).map(xy => xy.split(",").map(Number));
+        for (const [t, b] of texts) {
+          let hit = false;
+          for (let i = 0; i + 1 < p.length && !hit; i++) {
+            const n = Math.ceil(Math.hypot(p[i + 1][0] - p[i][0], p[i + 1][1] - p[i][1]));
+            for (let s = 0; s <= n && !hit; s++)
+              hit = inside(b, p[i][0] + (p[i + 1][0] - p[i][0]) * s / n, p[i][1] + (p[i + 1][1] - p[i][1]) * s / n);
+          }
+          if (hit) found.push([t.textContent, "a " + line.getAttribute("class") + " line"]);
+        }
+      }
+    }
+    document.body.setAttribute("data-overlaps", JSON.stringify(found));
+    </script></body>"""
+    path = folder / "overlaps.html"
+    path.write_text(page.replace("</body>", probe))
+    dom = chromium_dom(path, folder)
+    found = re.search(r'data-overlaps="([^"]*)"', dom)
+    assert found, dom[:2000]
+    return json.loads(html.unescape(found.group(1)))

@@ -132,7 +132,9 @@ def stack(tmp_path_factory):
     tables = C.make_tables(users=3000)
     recs, rel = C.write_inputs(base / "data" / "six-files", tables, files=6)
     recs1, rel1 = C.write_inputs(base / "data" / "one-file", tables, files=1, row_group_size=None)
-    connect = C.ConnectServer(base / "connect", python, conf={"spark.sql.shuffle.partitions": "3"})
+    # A Hive catalog (embedded Derby under the server's folder): the table output is written there.
+    hive = {"spark.sql.catalogImplementation": "hive"}
+    connect = C.ConnectServer(base / "connect", python, conf={"spark.sql.shuffle.partitions": "3", **hive})
     cluster = C.StandaloneCluster(base / "cluster", python, workers=2, worker_cores=1, worker_memory="1g")
     s = Stack(base, python, pyfiles, recs, rel, recs1, rel1, cluster, connect)
     try:
@@ -388,6 +390,37 @@ def test_ndcg_spark_remote_command_line_matches_local(spark, stack, local_out):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert '"status": "ok"' in proc.stdout
     assert_same_results(spark, out, local_out)
+
+
+def test_table_output_over_spark_connect(stack, local_out):
+    """``--output-table`` over ``--remote``: two nights into the server's Hive catalog (the second's
+    drop gate reads the first's per-user rows from the tables), then ``history --output-table``;
+    the client's file system is never used (its working folder stays empty)."""
+    connect = stack.connect.wait_ready()
+    work = stack.base / "connect-tables"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_SUBMIT"))}
+    env["SPARK_CONNECT_AUTHENTICATE_TOKEN"] = connect.token
+    script, remote = Path(sys.executable).parent / "ndcg-spark", ["--remote", f"sc://localhost:{connect.port}"]
+    job = ["--recommendations", str(stack.recs), "--relevance", str(stack.rel), *JOB_FLAGS, "--output-table", "nightly"]
+    lines = []
+    for extra in (["--run-date", "2026-11-21"], ["--run-date", "2026-11-22", "--fail-if-drop", "10:0.01"],
+                  ["history", "--output-table", "nightly", "--json"]):  # fmt: skip
+        argv = [*extra[:1], *remote, *extra[1:]] if extra[0] == "history" else [*remote, *job, *extra]
+        proc = subprocess.run([str(script), *argv], cwd=work, env=env, capture_output=True, text=True,
+                              timeout=C.JOB_TIMEOUT)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        lines.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    assert lines[1]["gates"] == "passed" and lines[0]["output"] == "nightly"
+    shown = lines[2]
+    assert shown["runs"] == ["2026-11-21", "2026-11-22"] and len(shown["rows"]) == 2 * 3
+    reference = json.loads((local_out / "summary.json").read_text())["metrics"]
+    for night in shown["runs"]:
+        figures = sorted((r["k"], r["users"], r["mean_ndcg"]) for r in shown["rows"] if r["run_date"] == night)
+        expected = sorted((m["k"], m["users"], m["mean_ndcg"]) for m in reference)
+        assert [f[:2] for f in figures] == [e[:2] for e in expected]
+        assert [f[2] for f in figures] == pytest.approx([e[2] for e in expected], abs=1e-12)
+    assert list(work.iterdir()) == []
 
 
 def test_connect_errors_are_the_local_one_liners(spark, stack, tmp_path, capsys):

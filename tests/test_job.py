@@ -6,6 +6,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -204,21 +206,44 @@ def test_missing_input_exits_3(tmp_path, capsys):
 
 @pytest.mark.process
 def test_readme_sample_command_end_to_end(tmp_path):
-    """The README's first command, as a new user runs it: a fresh process with its own local Spark."""
+    """The README's first command, as a new user runs it: a fresh process with its own local Spark,
+    whose progress lines reach stderr while it works, the first within its first seconds."""
     out = tmp_path / "sample"
-    proc = subprocess.run(
+    env = {k: v for k, v in os.environ.items() if k != "NDCG_SPARK_QUIET"}
+    started = time.monotonic()
+    proc = subprocess.Popen(
         [sys.executable, "-m", "ndcg_spark", "--config", str(ROOT / "conf" / "sample.toml"), "--output", str(out)],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=300,
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**env, "PYTHONPATH": str(ROOT)},
     )
-    assert proc.returncode == 0, proc.stderr
+    arrived = []  # (seconds since the start, line) as each stderr line came
+    reader = threading.Thread(target=lambda: arrived.extend((time.monotonic() - started, ln) for ln in proc.stderr))
+    reader.start()
+    stdout = proc.stdout.read()  # stderr is the reader's alone
+    proc.wait(300)
+    ended = time.monotonic() - started
+    reader.join(10)
+    assert proc.returncode == 0, arrived
+    progress = [(t, ln.rstrip("\n")) for t, ln in arrived if ln.startswith("ndcg-spark: [")]
+    phases = [
+        ln.split("] ", 1)[1] for _, ln in progress if " tasks done (stage" not in ln and "still working" not in ln
+    ]
+    assert phases == [
+        "starting Spark",
+        "reading the inputs",
+        "evaluating and writing per_user",
+        "writing summary",
+        "writing report.html",
+        "publishing",
+    ], progress
+    assert progress[0][0] < 5 and progress[1][0] < ended - 5, (progress, ended)
     # The table and row accounting the README shows, figure for figure, on whichever Spark runs the suite.
     readme = (ROOT / "README.md").read_text()
     shown = readme[readme.index("\n k  users  mean_ndcg") + 1 : readme.index("\nwrote /path/to/")].splitlines()
-    assert len(shown) == 7 and shown == proc.stdout.splitlines()[: len(shown)], proc.stdout
+    assert len(shown) == 7 and shown == stdout.splitlines()[: len(shown)], stdout
     manifest = _manifest(out)
     assert [m["k"] for m in manifest["metrics"]] == [1, 5, 10, 20]
     # 610 MovieLens users plus user 999, whose one rating fell in the test split: no recommendations, still counted.

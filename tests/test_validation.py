@@ -197,12 +197,14 @@ def test_bad_input_leaves_the_previous_output_as_it_was(spark, tmp_path, capsys,
         (
             "user_id int, item_id string, scor double",
             REL_SCHEMA,
-            "recommendations table has no column 'score' (it has: user_id, item_id, scor); did you mean 'scor'?",
+            "recommendations table has no column 'score' (it has: user_id, item_id, scor); did you mean 'scor'? "
+            "(set score_col, flag --score-col, to the column's name)",
         ),
         (
             RECS_SCHEMA,
             "user_id int, item_id string, relevanse double",
-            "relevance table has no column 'relevance' (it has: user_id, item_id, relevanse); did you mean 'relevanse'?",
+            "relevance table has no column 'relevance' (it has: user_id, item_id, relevanse); did you mean 'relevanse'? "
+            "(set relevance_col, flag --relevance-col, to the column's name)",
         ),
         (
             "user_id int, item_id string, score string",

@@ -19,7 +19,7 @@ import warnings
 from typing import Optional, Sequence, Tuple
 
 from ndcg_spark.errors import EXIT_FAILURE, EXIT_OK, QualityGateFailed, as_error
-from ndcg_spark.job import console, history, interrupts, pipeline, tracking, verdict
+from ndcg_spark.job import checking, console, early, history, interrupts, nights, pipeline, progress, tracking, verdict
 from ndcg_spark.job.config import parse_config
 from ndcg_spark.job.history import HistoryConfig
 from ndcg_spark.job.result import RunResult
@@ -39,18 +39,27 @@ def run(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def _run(argv: Sequence[str], verbose: bool) -> int:
-    command, config = "evaluate", None
+    command, config, place = "evaluate", None, None
     try:
-        command = argv[0] if argv and argv[0] in ("compare", "history") else "evaluate"
+        command = argv[0] if argv and argv[0] in ("compare", "history", "validate") else "evaluate"
         if command == "history":
             config, verbose = HistoryConfig.parse(argv[1:])
             local = history.reads_without_spark(config.output) and not (config.master or config.remote)
-            print(history.show(None if local else spark_session(config), config), flush=True)
+            say(history.show(None if local else spark_session(config), config))
             return EXIT_OK
-        config, verbose = parse_config(argv[1:] if command == "compare" else argv, compare=command == "compare")
+        if command == "validate":  # it writes nothing: any output given is beside the point
+            config, verbose = parse_config(checking.with_output(argv[1:]))
+        else:
+            config, verbose = parse_config(argv[1:] if command == "compare" else argv, compare=command == "compare")
+            early.refuse(config)  # a local output's layout and live lock: refused before the JVM starts
         interrupts.install()
+        progress.start(quiet="--quiet" in argv)
+        progress.phase("starting Spark")
         session = spark_session(config)
         interrupts.install(session)  # again: the SparkContext set its own SIGINT handler
+        progress.watch(session)
+        if command == "validate":
+            return validated(session, config)
         place = pipeline.place_of(session, config)
         if command == "compare":
             result = pipeline.compare_main(session, config, place)
@@ -59,22 +68,23 @@ def _run(argv: Sequence[str], verbose: bool) -> int:
         if interrupts.received() is not None:
             return stopped(command, config, result)
         if command == "compare":
-            print(console.format_comparison(result.comparison, config.options.group_by))
+            say(console.format_comparison(result.comparison, config.options.group_by))
         else:
-            print(console.format_summary(result.metrics, config.options.group_by, result.rows))
+            say(console.format_summary(result.metrics, config.options.group_by, result.rows))
         # Each gate's verdict, passed or failed; a failure is also the one error line on stderr.
         for _, line in verdict.gate_lines(result):
-            print(console.printable(line))
-        print(console.printable(f"wrote {console.output_shown(config.output.path, result)}"))
+            say(console.printable(line))
+        say(console.printable(f"wrote {console.output_shown(config.output.shown, result)}"))
         failed = verdict.failed_gates(result)
         record = console.finished_record(config, result, "quality_gate_failed" if failed else "ok")
         untracked = None
         if config.mlflow:
+            progress.phase("logging to MLflow")
             record["mlflow_run_id"], untracked = track(config, result, place, failed)
             if untracked and not failed:
                 record["status"] = "mlflow_failed"
         # The last line on stdout, and the only one that parses as JSON: schedulers read it.
-        print(strict_json(record), flush=True)
+        say(strict_json(record))
         if untracked:
             print(f"ndcg-spark: error: {untracked}", file=sys.stderr, flush=True)
         if failed:
@@ -92,15 +102,47 @@ def _run(argv: Sequence[str], verbose: bool) -> int:
         if full and config is not None:
             code, message = (
                 EXIT_FAILURE,
-                f"{full} writing to {console.output_shown(config.output.path)}: free space there (or raise the quota) and run again",
+                f"{full} writing to {console.output_shown(config.output.shown)}: free space there (or raise the quota) and run again",
             )
         if verbose:
             traceback.print_exc()
         print(f"ndcg-spark: error: {message}", file=sys.stderr)
+        nights.record_failure(place, code, message)  # for history: a night that failed
         return code
     finally:
+        progress.stop()
         if command != "history":
             interrupts.reset()
+
+
+def say(text: str) -> None:
+    """Print a line on stdout; a reader that has gone (``history | head -2``) ends the printing
+    quietly: stdout goes to /dev/null, so neither this nor Python's last flush complains."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+def validated(session, config) -> int:
+    """``ndcg-spark validate``: every problem of the inputs (exit 3) or the row accounting (exit 0)."""
+    code, lines, record = checking.report(checking.main(session, config))
+    if interrupts.received() is not None:
+        return stopped("validate", config, None)
+    for line in lines:
+        say(line)
+    say(strict_json(record))
+    if code != EXIT_OK:
+        n = len(record["problems"])
+        print(
+            f"ndcg-spark: error: {n} problem{'s' if n > 1 else ''} in the input tables (listed above); "
+            "validate wrote nothing",
+            file=sys.stderr,
+            flush=True,
+        )
+    return code
 
 
 def stopped(command: str, config, result: Optional[RunResult]) -> int:
@@ -109,15 +151,22 @@ def stopped(command: str, config, result: Optional[RunResult]) -> int:
     signum = interrupts.received()
     status = "terminated" if signum == signal.SIGTERM else "interrupted"
     part = config.output.partition
-    where = f"{console.output_shown(config.output.path)}" + (f" ({part.directory})" if part else "")
-    if result is not None:
+    where = f"{console.output_shown(config.output.shown)}" + (f" ({part.directory})" if part else "")
+    if command == "validate":
+        record, line = (
+            {"event": "ndcg_spark.finished", "command": command, "status": status},
+            "(validate writes nothing)",
+        )
+    elif result is not None:
         record = console.finished_record(config, result, status)
         line = f"after publishing {where}: the new result is in place"
     else:
-        record = {"event": "ndcg_spark.finished", "command": command, "status": status, "output": config.output.path}
+        record = {"event": "ndcg_spark.finished", "command": command, "status": status, "output": config.output.shown}
         record["partition"] = {part.key: part.value} if part else None
         line = f"before publishing {where}: the previous result is as it was"
-    record.update(signal=interrupts.name(signum), published=result is not None)
+    record["signal"] = interrupts.name(signum)
+    if command != "validate":
+        record["published"] = result is not None
     print(strict_json(record), flush=True)
     print(f"ndcg-spark: error: stopped by {interrupts.name(signum)} {line}", file=sys.stderr, flush=True)
     return interrupts.exit_code(signum)
@@ -204,9 +253,10 @@ def spark_session(config):
 def _start_session(config):
     from pyspark.sql import SparkSession
 
+    settings = getattr(config, "spark", ())  # [spark] and --conf (history has none)
     if config.remote:
-        return SparkSession.builder.remote(config.remote).getOrCreate()
-    builder = SparkSession.builder.appName("ndcg-spark")
+        return SparkSession.builder.remote(config.remote).config(map=dict(settings)).getOrCreate()
+    builder = SparkSession.builder.appName("ndcg-spark").config(map=dict(settings))
     if config.master:
         builder = builder.master(config.master)
     if not os.environ.get("SPARK_ENV_LOADED") and "pyspark-shell" not in os.environ.get("PYSPARK_SUBMIT_ARGS", ""):

@@ -12,85 +12,18 @@ commands share (:class:`Inputs`, :class:`Output`, the MLflow target) and one
 from __future__ import annotations
 
 import dataclasses
-import re
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Dict, Optional, Sequence, Tuple, Union
+from typing import Any, ClassVar, Dict, Optional, Sequence, Tuple
 
 from ndcg_spark.compare import CORRECTIONS, PAIRINGS
 from ndcg_spark.errors import ConfigError
 from ndcg_spark.job.flags import load_toml, number_text, option_value, parse_bool
 from ndcg_spark.job.gates import DropGates, Gate, parse_gates
-from ndcg_spark.job.lease import FORCE, LOCK_TIMEOUT
+from ndcg_spark.job.lease import FORCE
+from ndcg_spark.job.targets import SECRET_SETTING, Output, Partition, _required, spark_settings
 from ndcg_spark.job.tracking import MlflowTarget, redact
 from ndcg_spark.options import EvaluationOptions, check_known_keys, k_label
 from ndcg_spark.reading import FORMATS, ROLES
-
-#: Characters Spark escapes in partition directory names (and the space, which tools mangle).
-UNSAFE_PARTITION_CHARS = "\"#%'*/:=?\\{}[]^ "
-RUN_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
-
-
-@dataclass(frozen=True)
-class Partition:
-    """The output partition a run owns: ``key=value``, a directory of each table."""
-
-    key: str
-    value: str
-
-    def __post_init__(self) -> None:
-        text = f"{self.key}={self.value}"
-        if not self.key or not self.value or "/" in self.value:
-            raise ConfigError(f"partition = {text!r} must look like key=value")
-        # The partition is written as the directory key=value: characters that Spark escapes in
-        # partition paths would be read back as another value.
-        unsafe = sorted(set(UNSAFE_PARTITION_CHARS) & set(self.key + self.value))
-        if unsafe:
-            raise ConfigError(f"partition = {text!r} holds characters not allowed in a partition: {' '.join(unsafe)}")
-        if self.key.startswith((".", "_")):
-            # Spark's file listing skips such directories: the run would be written but never read.
-            raise ConfigError(f"partition = {text!r}: a partition column may not start with '.' or '_'")
-
-    @property
-    def directory(self) -> str:
-        """``key=value``, the directory Spark's partition discovery maps to the column ``key``."""
-        return f"{self.key}={self.value}"
-
-    @classmethod
-    def parse(cls, run_date: Any = None, partition: Any = None) -> Optional[Partition]:
-        """From ``run_date`` (``YYYY-MM-DD`` only: one day, one partition) or ``partition`` (key=value).
-
-        Examples
-        --------
-        >>> Partition.parse(run_date="2026-11-21").directory
-        'run_date=2026-11-21'
-        >>> Partition.parse(run_date="20261121")
-        Traceback (most recent call last):
-        ...
-        ndcg_spark.errors.ConfigError: run_date = '20261121' is not a date of the form YYYY-MM-DD
-        """
-        if run_date is not None and partition is not None:
-            raise ConfigError("give run_date or partition, not both")
-        if run_date is not None:
-            text = str(run_date)
-            if not RUN_DATE.fullmatch(text) or not _is_date(text):
-                raise ConfigError(f"run_date = {text!r} is not a date of the form YYYY-MM-DD")
-            return cls("run_date", text)
-        if partition is None:
-            return None
-        key, sep, value = str(partition).partition("=")
-        if not sep:
-            raise ConfigError(f"partition = {partition!r} must look like key=value")
-        return cls(key.strip(), value.strip())
-
-
-def _is_date(text: str) -> bool:
-    import datetime
-
-    try:
-        datetime.date.fromisoformat(text)
-    except ValueError:
-        return False
-    return True
 
 
 @dataclass(frozen=True)
@@ -123,27 +56,6 @@ class Inputs:
         return getattr(self, f"{role}_format") or self.format
 
 
-@dataclass(frozen=True)
-class Output:
-    """Where a run writes: the directory, the partition it owns, and what it may do there."""
-
-    path: str
-    partition: Optional[Partition] = None
-    report: bool = True
-    #: False, True (break a lock whose lease is stalled) or ``"force"`` (break any lock).
-    break_lock: Union[bool, str] = False
-    #: Seconds a lock's lease may go unrenewed before the next run breaks it.
-    lock_timeout: float = LOCK_TIMEOUT
-
-    def __post_init__(self) -> None:
-        _required("output", self.path)
-        if self.break_lock not in (True, False, FORCE):
-            raise ConfigError(f"break_lock must be true, false or {FORCE!r}, got {self.break_lock!r}")
-        timeout = self.lock_timeout
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 1 <= timeout <= 86400:
-            raise ConfigError(f"lock_timeout must be a number of seconds from 1 to 86400, got {timeout!r}")
-
-
 def _seconds(value: Any, name: str) -> Any:
     """A number of seconds as written in TOML or a flag (checked by :class:`Output`)."""
     if isinstance(value, str):
@@ -154,15 +66,12 @@ def _seconds(value: Any, name: str) -> Any:
     return value
 
 
-def _required(name: str, value: Any) -> None:
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"{name} is required (a path or a catalog table); set it in the config or as --{name}")
-
-
 #: The config keys of each part; a key of neither part nor the options is the command's own.
 INPUT_KEYS = tuple(f.name for f in dataclasses.fields(Inputs))
-OUTPUT_KEYS = ("output", "run_date", "partition", "report", "break_lock", "lock_timeout")
-SESSION_KEYS = ("master", "remote")
+OUTPUT_KEYS = ("output", "output_table", "output_table_format", "run_date", "partition", "report", "break_lock",
+               "lock_timeout")  # fmt: skip
+#: ``spark``: the TOML table ``[spark]`` of Spark settings (``--conf key=value`` flags add to it).
+SESSION_KEYS = ("master", "remote", "spark")
 TRACKING_KEYS = ("mlflow_experiment", "mlflow_tracking_uri")
 
 
@@ -174,6 +83,8 @@ class _Config:
     master: Optional[str] = None
     remote: Optional[str] = None
     mlflow: Optional[MlflowTarget] = None
+    #: Spark settings for a session the job starts: ``[spark]`` in TOML and ``--conf key=value``.
+    spark: Tuple[Tuple[str, str], ...] = ()
 
     #: The command's own keys (besides inputs, output, session and the evaluation options).
     OWN_KEYS: ClassVar[Tuple[str, ...]] = ()
@@ -197,8 +108,10 @@ class _Config:
                 raise ConfigError(f"{key} is a key of 'ndcg-spark {other.command}', not of 'ndcg-spark {cls.command}'")
         check_known_keys(values, list(cls.keys()), "config key")
         opts = EvaluationOptions(**{k: option_value(k, v) for k, v in values.items() if k in EvaluationOptions.names()})
-        for key in ("recommendations", "relevance", "output"):
+        for key in ("recommendations", "relevance"):
             _required(key, values.get(key))
+        if values.get("output") is None and values.get("output_table") is None:
+            _required("output", None)
         inputs = Inputs(**{k: v for k, v in values.items() if k in INPUT_KEYS})
         force = str(values.get("break_lock")).strip().lower() == FORCE
         flags = {k: parse_bool(values[k], k) if isinstance(values[k], str) else values[k]
@@ -207,9 +120,12 @@ class _Config:
             flags["break_lock"] = FORCE
         if "lock_timeout" in values:
             flags["lock_timeout"] = _seconds(values["lock_timeout"], "lock_timeout")
-        output = Output(values["output"], Partition.parse(values.get("run_date"), values.get("partition")), **flags)
+        table = {"table": values.get("output_table"), "table_format": values.get("output_table_format")}
+        partition = Partition.parse(values.get("run_date"), values.get("partition"))
+        output = Output(values.get("output"), partition, **flags, **table)
         own = {k: v for k, v in values.items() if k in cls.OWN_KEYS}
-        session = {k: v for k, v in values.items() if k in SESSION_KEYS}
+        session = {k: v for k, v in values.items() if k in SESSION_KEYS and k != "spark"}
+        session["spark"] = spark_settings(values.get("spark"))
         # Checked here, before a session is started or anything read: MLflow asked for but not installed.
         mlflow = MlflowTarget.parse(*(values.get(k) for k in TRACKING_KEYS))
         return cls(inputs=inputs, output=output, options=opts, **session, mlflow=mlflow, **cls._own(own, opts, output))
@@ -225,10 +141,13 @@ class _Config:
         settings = {
             **dataclasses.asdict(self.inputs),
             "output": self.output.path,
+            "output_table": self.output.table,
+            "output_table_format": self.output.table_format,
             "run_date": part.value if part and part.key == "run_date" else None,
             "partition": part.directory if part and part.key != "run_date" else None,
             "report": self.output.report,
             "master": self.master,
+            "spark": {k: "<redacted>" if SECRET_SETTING.search(k) else v for k, v in self.spark},
             # A Spark Connect URL may carry a token: the manifest is read by more people than the job's config.
             "remote": redact(self.remote) if self.remote else None,
             "mlflow_experiment": self.mlflow.experiment if self.mlflow else None,
@@ -362,7 +281,15 @@ CONFIGS = {"evaluate": EvaluateConfig, "compare": CompareConfig}
 
 
 def parse_config(argv: Sequence[str], compare: bool = False):
-    """(config, verbose) from the TOML file named by ``--config`` with the flags laid over it."""
+    """(config, verbose) from the TOML file named by ``--config`` with the flags laid over it.
+
+    Examples
+    --------
+    >>> config, _ = parse_config(["--recommendations", "r/", "--relevance", "g/", "--output-table", "ev.ndcg",
+    ...                           "--run-date", "2026-11-21", "--conf", "spark.sql.catalogImplementation=hive"])
+    >>> config.output.table, config.output.partition.directory, config.spark
+    ('ev.ndcg', 'run_date=2026-11-21', (('spark.sql.catalogImplementation', 'hive'),))
+    """
     from ndcg_spark.job.flags import build_parser
 
     parser = build_parser(compare)
@@ -371,5 +298,13 @@ def parse_config(argv: Sequence[str], compare: bool = False):
     values: Dict[str, Any] = {}
     if args.config:
         values.update(load_toml(args.config))
-    values.update({k: v for k, v in vars(args).items() if k not in ("config", "verbose") and v is not None})
+    flags = {k: v for k, v in vars(args).items() if k not in ("config", "verbose", "quiet") and v is not None}
+    # Flags override the file: a flag's output (or output_table) replaces the file's other one,
+    # and --conf adds to the file's [spark] table.
+    for one, other in (("output", "output_table"), ("output_table", "output")):
+        if one in flags and other not in flags:
+            values.pop(other, None)
+    if "spark" in flags:
+        flags["spark"] = [*spark_settings(values.get("spark")), *spark_settings(flags["spark"])]
+    values.update(flags)
     return CONFIGS["compare" if compare else "evaluate"].from_mapping(values), args.verbose

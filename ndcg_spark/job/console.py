@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import unicodedata
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -72,11 +71,16 @@ def format_summary(
 ) -> str:
     """The summary as a table, then one line of row accounting per table."""
     companions = tuple(c for c in COMPANION_COLUMNS if metrics and c[0] in metrics[0])
-    lines = [text_table(metrics, SUMMARY_COLUMNS + companions, segments)]
+    return "\n".join([text_table(metrics, SUMMARY_COLUMNS + companions, segments), *accounting_lines(accounting)])
+
+
+def accounting_lines(accounting: Optional[Dict[str, Any]]) -> List[str]:
+    """One line of row accounting per table: ``read N = used M + <reason> n, ...``."""
+    lines = []
     for table, t in (accounting or {}).items():
         aside = ", ".join(f"{k} {v}" for k, v in t["set_aside"].items() if v)
         lines.append(f"{table}: read {t['read']} = used {t['used']}" + (f" + {aside}" if aside else ""))
-    return "\n".join(lines)
+    return lines
 
 
 def format_comparison(rows: List[Dict[str, Any]], segments: Sequence[str] = ()) -> str:
@@ -93,7 +97,7 @@ def output_shown(path: str, result: Optional[RunResult] = None) -> str:
     qualified = result.output if result is not None else None
     if qualified:
         return storage.shown(qualified)
-    return path if "://" in path or path.startswith("file:") else os.path.abspath(path)
+    return path  # config.Output.shown: a local path made absolute, a URI or a table family's name as given
 
 
 def finished_record(config, result: RunResult, status: str) -> Dict[str, Any]:
@@ -121,7 +125,7 @@ def finished_record(config, result: RunResult, status: str) -> Dict[str, Any]:
         "event": "ndcg_spark.finished",
         "command": command,
         "status": status,
-        "output": output_shown(config.output.path, result),
+        "output": output_shown(config.output.shown, result),
     }
     record["partition"] = {part.key: part.value} if part else None
     if command != "compare" and not group_by:

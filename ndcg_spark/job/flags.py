@@ -169,7 +169,8 @@ def build_parser(compare: bool = False) -> argparse.ArgumentParser:
             "with its 95% interval, paired t-test p-value (and corrected across the pairs), wins/ties/losses."
             if compare
             else "Per-user and mean NDCG@k of recommendations against graded relevance, on Spark. "
-            "'ndcg-spark compare --help' compares models; 'ndcg-spark history --help' shows an output's dated runs."
+            "'ndcg-spark compare --help' compares models; 'ndcg-spark history --help' shows an output's dated runs; "
+            "'ndcg-spark validate [flags]' checks the inputs, writing nothing."
         ),
     )
     if compare:
@@ -222,7 +223,26 @@ def build_parser(compare: bool = False) -> argparse.ArgumentParser:
             "CSV and JSON keys as strings).",
         )
     parser.add_argument("--output", help="Output directory (per_user/, summary/, summary.json).")
+    parser.add_argument(
+        "--output-table",
+        dest="output_table",
+        help="Or: a family of catalog tables, db.name (db.name_summary, db.name_per_user, db.name_runs, ...); "
+        "needs --run-date or --partition (docs/job.md).",
+    )
+    parser.add_argument(
+        "--output-table-format",
+        dest="output_table_format",
+        help="Format the output tables are created in: parquet, delta, iceberg (default: the catalog's).",
+    )
     parser.add_argument("--master", help="Spark master when not launched by spark-submit (default: local[*]).")
+    parser.add_argument(
+        "--conf",
+        dest="spark",
+        action="append",
+        metavar="KEY=VALUE",
+        help="A Spark setting for the session the job starts (repeat for more; also the TOML table [spark]), "
+        "e.g. spark.sql.catalogImplementation=hive.",
+    )
     parser.add_argument(
         "--run-date",
         dest="run_date",
@@ -274,6 +294,7 @@ def build_parser(compare: bool = False) -> argparse.ArgumentParser:
     parser.add_argument(
         "--verbose", action="store_true", help="Print Spark's stack trace on errors, and library warnings."
     )
+    parser.add_argument("--quiet", action="store_true", help="No progress lines on stderr (also: NDCG_SPARK_QUIET=1).")
     for f in dataclasses.fields(EvaluationOptions):
         flag = "--" + f.name.replace("_", "-")
         default = WHOLE_LIST if f.name == "k" else _shown(f.default)
@@ -325,7 +346,9 @@ def build_history_parser() -> argparse.ArgumentParser:
         description="The figures of every complete run in an output (dated or partitioned runs of ndcg-spark), "
         "oldest first, read from the runs' manifests only.",
     )
-    parser.add_argument("--output", required=True, help="The output directory of the runs.")
+    parser.add_argument("--output", help="The output directory of the runs.")
+    parser.add_argument("--output-table", dest="output_table", help="Or: the family of catalog tables of the runs.")
+    parser.add_argument("--conf", dest="spark", action="append", metavar="KEY=VALUE", help="A Spark setting.")
     parser.add_argument("--json", dest="as_json", action="store_true", help="Print one JSON document.")
     parser.add_argument("--last", type=_positive, help="Only the last N complete runs.")
     parser.add_argument("--master", help="Spark master when not launched by spark-submit (default: local[*]).")

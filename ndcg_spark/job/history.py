@@ -21,6 +21,7 @@ from ndcg_spark.errors import ConfigError, InputDataError
 from ndcg_spark.job import publish, storage
 from ndcg_spark.job.config import Partition
 from ndcg_spark.job.console import text_table
+from ndcg_spark.job.nights import unfinished
 from ndcg_spark.job.result import RunResult
 from ndcg_spark.job.verdict import gates_summary
 
@@ -155,6 +156,46 @@ def partition_key(files: storage.Files) -> str:
     return layout["partition_key"]
 
 
+class DirectoryRuns:
+    """The earlier runs of an output directory, read from their markers by the functions above:
+    what the regression gate, the trend and ``history`` ask of a sink
+    (:class:`ndcg_spark.job.tables.TableRuns` answers the same for catalog tables)."""
+
+    def __init__(self, files: storage.Files):
+        self.files = files
+
+    @property
+    def root(self) -> str:
+        return self.files.root
+
+    @property
+    def shown(self) -> str:
+        return self.files.shown
+
+    def key(self) -> str:
+        return partition_key(self.files)
+
+    def history(
+        self, key: str = RUN_DATE, last: Optional[int] = None, before: Optional[str] = None
+    ) -> List[Tuple[str, RunResult]]:
+        return read_history(self.files, key, last, before)
+
+    def previous(self, before: str, key: str = RUN_DATE, *, passed_only: bool = False):
+        return previous_intact_run(self.files, before, key, passed_only=passed_only)
+
+    def per_user(self, spark, value: str, key: str = RUN_DATE) -> DataFrame:
+        return read_per_user(spark, self.files, value, key)
+
+    def missing(self, value: str, key: str, result: RunResult) -> List[str]:
+        return missing_tables(self.files, value, key, result)
+
+
+def runs_of(source) -> Any:
+    """The earlier runs of ``source``: a sink's runs as they are, an output's :class:`Files` as
+    :class:`DirectoryRuns`."""
+    return source if hasattr(source, "per_user") else DirectoryRuns(source)
+
+
 # ----------------------------------------------------------------------------- the history table
 
 
@@ -224,29 +265,44 @@ def trend_rows(
     return history_rows(runs[-last:] if last > 0 else [], key)
 
 
-def history_text(
-    files: storage.Files, *, key: str = RUN_DATE, last: Optional[int] = None, as_json: bool = False
-) -> str:
-    """What ``ndcg-spark history`` prints: the table of :func:`format_history` and a line per
-    broken run (:func:`broken_lines`), or with ``as_json`` the one JSON document of
-    :func:`history_record`."""
-    runs = read_history(files, key, last)
+def history_text(source, *, key: str = RUN_DATE, last: Optional[int] = None, as_json: bool = False) -> str:
+    """What ``ndcg-spark history`` prints for ``source`` (an output's Files, or a sink's runs):
+    the table of :func:`format_history`, a line per broken run (:func:`broken_lines`) and one per
+    night a run left unfinished (:mod:`ndcg_spark.job.nights`), or with ``as_json`` the one JSON
+    document of :func:`history_record` (with ``unfinished``)."""
+    earlier = runs_of(source)
+    runs = earlier.history(key, last)
+    broken = {v: m for v, m in ((v, earlier.missing(v, key, m)) for v, m in runs) if m}
+    # The nights a run left unfinished in an output directory; an interrupted publish with its
+    # staged figures among the runs.
+    files = getattr(earlier, "files", None)
+    nights = unfinished(files, key) if files is not None else []
+    staged = {n.value: n.result for n in nights if n.result is not None}
+    runs = sorted([(v, r) for v, r in runs if v not in staged] + list(staged.items()), key=lambda run: run[0])
+    runs = runs[-last:] if last else runs
+    if last and runs:
+        nights = [n for n in nights if n.value >= runs[0][0]]
     rows = history_rows(runs, key)
-    broken = {v: m for v, m in ((v, missing_tables(files, v, key, m)) for v, m in runs) if m}
     if as_json:
-        return storage.strict_json(history_record(files.root, rows, key, broken))
-    return "\n".join([format_history(rows, history_segments(runs), key), *broken_lines(broken, key)])
+        record = history_record(earlier.root, rows, key, broken)
+        record["unfinished"] = {n.value: n.to_json() for n in nights}
+        return storage.strict_json(record)
+    table = format_history(rows, history_segments(runs), key)
+    return "\n".join([table, *broken_lines(broken, key), *(n.line(key) for n in nights)])
 
 
 @dataclass(frozen=True)
 class HistoryConfig:
     """``ndcg-spark history``: the output whose runs to show, how many, and how."""
 
-    output: str
+    output: Optional[str]
     last: Optional[int] = None
     as_json: bool = False
     master: Optional[str] = None
     remote: Optional[str] = None
+    #: The family of catalog tables of the runs, instead of an output directory.
+    output_table: Optional[str] = None
+    spark: Tuple[Tuple[str, str], ...] = ()
 
     command = "history"
 
@@ -257,22 +313,31 @@ class HistoryConfig:
 
         args = vars(build_history_parser().parse_args(list(argv)))
         verbose = args.pop("verbose")
-        if not args["output"].strip():
+        from ndcg_spark.job.config import spark_settings
+
+        if (args["output"] is None) == (args["output_table"] is None):
+            raise ConfigError("give output (the output directory of the runs) or output_table, one of them")
+        if args["output"] is not None and not args["output"].strip():
             raise ConfigError("output is required: the output directory of the runs")
+        args["spark"] = spark_settings(args["spark"])
         if args["master"] and args["remote"]:
             raise ConfigError("give master or remote (Spark Connect), not both")
         return cls(**args), verbose
 
 
-def reads_without_spark(output: str) -> bool:
+def reads_without_spark(output: Optional[str]) -> bool:
     """Whether ``output`` is a local folder of ours, whose markers Python reads as well as Hadoop
     would (no Spark to start): a plain path, not a URI, holding our state folder. A plain path
     that is not there locally may be on the default file system of a cluster: Spark reads it."""
+    if output is None:  # catalog tables: read through Spark
+        return False
     return "://" not in output and not output.startswith("file:") and os.path.isdir(os.path.join(output, publish.STATE))
 
 
 def show(spark, config: HistoryConfig) -> str:
     """The text ``ndcg-spark history`` prints for ``config`` (``spark`` None: a local output read
     without Spark, :func:`reads_without_spark`)."""
-    files = storage.files_for(spark, config.output)
-    return history_text(files, key=partition_key(files), last=config.last, as_json=config.as_json)
+    from ndcg_spark.job.sinks import runs_for
+
+    runs = runs_for(spark, config)
+    return history_text(runs, key=runs.key(), last=config.last, as_json=config.as_json)

@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from typing import Any, Dict, Iterator, Optional
 
 from ndcg_spark.errors import OutputLocked
-from ndcg_spark.job.storage import strict_json
+from ndcg_spark.job.storage import LocalFiles, strict_json
 
 #: Seconds a lease may go unrenewed before the next run breaks the lock (``lock_timeout``).
 LOCK_TIMEOUT = 300
@@ -256,9 +256,32 @@ class Lease:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(5)
-        if Holder(self.files.read_text(self.path), None, None).run_id == self.run_id:
-            self.files.delete(self.path)
-        self.files.delete(self.lease_path(self.run_id))
+        try:
+            self._release(self.files)
+        except Exception:
+            # The driver's JVM gone (killed, out of memory): a local output's lock is released by Python.
+            if not getattr(self.files, "local", False):
+                raise
+            self._release(LocalFiles(self.files.root))
+
+    def _release(self, files) -> None:
+        if Holder(files.read_text(self.path), None, None).run_id == self.run_id:
+            files.delete(self.path)
+        files.delete(self.lease_path(self.run_id))
+
+
+def refuse_if_held(place, break_lock: Any = False) -> None:
+    """Raise the :class:`OutputLocked` that :meth:`Lease.acquire` would for ``place``'s holder (a
+    live one, or a stalled one without ``--break-lock``), without taking the lock: read before
+    Spark starts, so a scheduler's second run is refused in a second."""
+    probe = Lease(place, "")
+    if place.files.read_text(probe.path) is None:
+        return
+    holder, now = probe.holder(), time.time()
+    state = holder.state(now)
+    if state == "live" and break_lock != FORCE or state == "stalled" and not break_lock:
+        where = f"output {place.files.shown} ({place.name})"
+        raise OutputLocked(probe._refusal(where, holder, now, state, bool(break_lock)))
 
 
 @contextmanager

@@ -1,9 +1,10 @@
 """The job's runs: read -> evaluate -> write, and compare's read -> compare (N models) -> write.
 
-Every run goes through :mod:`ndcg_spark.job.publish`: the output's layout is checked, the run's
-place (the output or its partition) locked, the result computed and written to a staging
-folder, then published with its marker last. Bad input stops the run before anything is
-published, so the previous result stays as it was.
+Every run goes through one sink (:mod:`ndcg_spark.job.sinks`): a directory or a family of
+catalog tables. The sink checks that the run fits the output, holds the run's place (the output
+or its partition), takes the named frames and files the run computes, and publishes them whole
+with the run's result. Bad input stops the run before anything is published, so the previous
+result stays as it was. The drop gate and the trend read earlier runs from the same sink.
 """
 
 from __future__ import annotations
@@ -18,26 +19,26 @@ from pyspark.sql import types as T
 from ndcg_spark.compare import compare_models
 from ndcg_spark.errors import ConfigError, InputDataError, NdcgError, RowCheckFailed, as_error
 from ndcg_spark.evaluation import evaluate
-from ndcg_spark.job import history, interrupts, lease, publish, regression, storage, tracking, verdict
+from ndcg_spark.job import history, interrupts, progress, publish, regression, storage, tracking, verdict
 from ndcg_spark.job.checks import check
 from ndcg_spark.job.config import CompareConfig, EvaluateConfig
 from ndcg_spark.job.gates import margins_by_k
 from ndcg_spark.job.result import Published, RunResult
+from ndcg_spark.job.sinks import Runs, Sink, Stage, sink_for
 from ndcg_spark.options import EvaluationOptions
 from ndcg_spark.report import ndcg_histogram, render, render_comparison
 from ndcg_spark.validation import validate
 
 
-def place_of(spark, config) -> publish.Place:
-    """The run's output as one value, made once: its one spelling (absolute and qualified), its
-    file system and the partition the run owns. Everything the run writes, reads back and
+def place_of(spark, config) -> Sink:
+    """The run's output as one value, made once (:func:`~ndcg_spark.job.sinks.sink_for`): a
+    directory (its one spelling, absolute and qualified, and its file system) or a family of
+    catalog tables, with the partition the run owns. Everything the run writes, reads back and
     records goes through it."""
-    storage.check_connect(spark, config)
-    root = storage.qualify(spark, config.output.path)
-    return publish.Place(storage.files_for(spark, root), config.command, config.output.partition)
+    return sink_for(spark, config)
 
 
-def main(spark, config: EvaluateConfig, place: Optional[publish.Place] = None) -> RunResult:
+def main(spark, config: EvaluateConfig, place: Optional[Sink] = None) -> RunResult:
     """Read both tables, evaluate, hold the gates (``--fail-below``, and ``--fail-if-drop``
     against the previous complete run), and publish ``per_user/``, ``summary/`` (and
     ``rejected/``, ``report.html``) with the manifest (``summary.json``, or
@@ -48,48 +49,48 @@ def main(spark, config: EvaluateConfig, place: Optional[publish.Place] = None) -
     return _run(spark, config, place or place_of(spark, config), _evaluate)
 
 
-def compare_main(spark, config: CompareConfig, place: Optional[publish.Place] = None) -> RunResult:
+def compare_main(spark, config: CompareConfig, place: Optional[Sink] = None) -> RunResult:
     """``ndcg-spark compare``: paired per-user NDCG of two or more models; publishes
     ``per_user/`` (the pairs), ``comparison/``, ``report.html`` and ``comparison.json``."""
     return _run(spark, config, place or place_of(spark, config), _compare)
 
 
-def _run(spark, config, place: publish.Place, compute: Callable) -> RunResult:
-    """Check, lock, recover, compute into staging, publish: the protocol around each command."""
+def _run(spark, config, sink: Sink, compute: Callable) -> RunResult:
+    """Check, lock, recover, compute into the sink's stage, publish: the protocol around each command."""
     started = time.time()
     if config.mlflow:
         # A store MLflow cannot open is a config error before anything is read, not after publishing.
         tracking.mlflow_client(config.mlflow.tracking_uri)
-    root = place.files.root
-    publish.check_inputs(root, storage.input_paths(spark, config))
-    publish.check_layout(place)
+    sink.check(spark, config)
     interrupts.check()
-    run_id, made_output = publish.new_run_id(), not place.files.exists(place.files.root)
+    run_id = publish.new_run_id()
     try:
-        with lease.locked(place, run_id, config.output.break_lock, config.output.lock_timeout) as held:
-            publish.recover(place)
-            stage = publish.Staging(place, run_id)
+        with sink.locked(run_id, config.output) as held:
+            sink.recover()
+            stage = sink.stage(spark, run_id)
 
             def guard() -> None:
                 interrupts.check()
                 held.ensure()
 
             try:
-                computed = compute(spark, config, stage)
-                published = Published(run_id, root, held.broke, **stage.describe())
+                computed = compute(spark, config, stage, sink.runs())
+                published = Published(run_id, sink.root, held.broke, **stage.describe())
                 result = computed.finished(published, round(time.time() - started, 3))
+                progress.phase("publishing")
                 stage.publish(result.to_json(), guard)
             finally:
                 stage.discard()
     finally:
-        publish.tidy(place, made_output)
+        sink.tidy()
     return result
 
 
-def _evaluate(spark, config: EvaluateConfig, stage: publish.Staging) -> RunResult:
+def _evaluate(spark, config: EvaluateConfig, stage: Stage, runs: Runs) -> RunResult:
     # Let adaptive execution coalesce the partitions of the cached per-user frame, or a small
     # input is written as spark.sql.shuffle.partitions tiny files.
     spark.conf.set("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "true")
+    progress.phase("reading the inputs")
     recs = storage.read_input(spark, config, "recommendations")
     rel = storage.read_input(spark, config, "relevance")
     attributes = None
@@ -105,7 +106,8 @@ def _evaluate(spark, config: EvaluateConfig, stage: publish.Staging) -> RunResul
     try:
         check_partition_column(part, per_user, summary, *(evaluation.rejected or {}).values())
         # The first action computes the cached per-user figures, checks and counts on the way.
-        write_per_user = functools.partial(storage.write_table, per_user, stage.table("per_user"))
+        write_per_user = functools.partial(stage.write, "per_user", per_user)
+        progress.phase("evaluating and writing per_user")
         explain_input_errors(write_per_user, [recs], rel, opts)
         read = evaluation.input_rows()
         for table, n in read.items():
@@ -113,15 +115,17 @@ def _evaluate(spark, config: EvaluateConfig, stage: publish.Staging) -> RunResul
                 raise InputDataError(f"{table} table is empty")
         # The summary is a handful of rows (one file, in order): aggregated once as it is written,
         # and the figures reported are read back from the table written.
-        storage.write_table(summary, stage.table("summary"))
-        metrics = [row.asDict() for row in spark.read.parquet(stage.table("summary")).collect()]
+        progress.phase("writing summary")
+        stage.write("summary", summary)
+        metrics = [row.asDict() for row in stage.read("summary").collect()]
         sums = evaluation.row_accounting()
-        rejected = write_rejected(spark, evaluation.rejected, stage)
+        rejected = write_rejected(evaluation.rejected, stage)
         drop = None
         if config.drop:
+            progress.phase("comparing with the previous run (--fail-if-drop)")
             # Tonight's per-user figures are cached: the pairing with the previous run reads them again.
             drop = regression.regression_gate(
-                spark, stage.place.files, part.value, per_user, config.drop.gates, opts.group_by,
+                spark, runs, part.value, per_user, config.drop.gates, opts.group_by,
                 opts.user_col, key=part.key, point_estimate=config.drop.on_estimate,
                 passed_only=config.drop.baseline == "last_passed",
             )  # fmt: skip
@@ -135,8 +139,9 @@ def _evaluate(spark, config: EvaluateConfig, stage: publish.Staging) -> RunResul
             drop=drop,
         )
         if config.output.report:
+            progress.phase("writing report.html")
             bins = [r.asDict() for r in ndcg_histogram(per_user, opts.group_by).collect()]
-            trend, key = trend_of(config, metrics, stage.place.files), part.key if part else "run_date"
+            trend, key = trend_of(config, metrics, runs), part.key if part else "run_date"
             page = render(
                 metrics, bins, opts.group_by, notes=report_notes(config, opts), options=opts, trend=trend,
                 trend_key=key, verdict=verdict.gate_lines(result), limits=verdict.limits(result),
@@ -147,7 +152,8 @@ def _evaluate(spark, config: EvaluateConfig, stage: publish.Staging) -> RunResul
     return result
 
 
-def _compare(spark, config: CompareConfig, stage: publish.Staging) -> RunResult:
+def _compare(spark, config: CompareConfig, stage: Stage, runs: Runs) -> RunResult:
+    progress.phase("reading the inputs")
     rel = storage.read_input(spark, config, "relevance")
     attributes = None
     if config.inputs.user_attributes:
@@ -178,6 +184,7 @@ def _compare(spark, config: CompareConfig, stage: publish.Staging) -> RunResult:
     try:
         names = list(result.evaluations)
         recommendations = [models] if config.model_col else list(models.values())
+        progress.phase("comparing the models")
         explain_input_errors(
             lambda: [r.every_user().count() for r in result.evaluations.values()], recommendations, rel, opts
         )
@@ -189,12 +196,13 @@ def _compare(spark, config: CompareConfig, stage: publish.Staging) -> RunResult:
         if read[names[0]]["relevance"] == 0:
             raise InputDataError("relevance table is empty")
         check_partition_column(part, result.per_user, result.summary)
-        storage.write_table(result.per_user, stage.table("per_user"))
+        progress.phase("writing per_user")
+        stage.write("per_user", result.per_user)
         rows, typed = result.report(), result.summary.schema
     finally:
         result.unpersist()
     if rows:
-        storage.write_table(comparison_table(spark, rows, typed), stage.table("comparison"))
+        stage.write("comparison", comparison_table(spark, rows, typed))
     outcome = _result(
         spark,
         config,
@@ -231,26 +239,20 @@ def comparison_table(spark, rows: List[Dict[str, Any]], summary: T.StructType):
     return spark.createDataFrame([tuple(r[c] for c in columns) for r in rows], schema)
 
 
-def trend_of(
-    config: EvaluateConfig, metrics: List[Dict[str, Any]], files: storage.Files
-) -> Optional[List[Dict[str, Any]]]:
+def trend_of(config: EvaluateConfig, metrics: List[Dict[str, Any]], runs: Runs) -> Optional[List[Dict[str, Any]]]:
     """The report's trend rows: tonight's figures and those of the earlier complete runs (read
-    from their markers), ``trend_runs`` runs in all; None for a run without a partition."""
+    from the sink), ``trend_runs`` runs in all; None for a run without a partition."""
     part, last = config.output.partition, config.trend_runs
     if part is None or last == 0:
         return None
-    earlier = history.read_history(files, part.key, last=last - 1, before=part.value)
+    earlier = runs.history(part.key, last=last - 1, before=part.value)
     return history.trend_rows(earlier, (part.value, metrics), part.key, last, config.options.group_by)
 
 
-def track(config, result: RunResult, place: publish.Place, gate_failed: Optional[bool]) -> str:
+def track(config, result: RunResult, place: Sink, gate_failed: Optional[bool]) -> str:
     """Log a published run to MLflow (``config.mlflow``): the marker and the report as they were
-    published, read back from ``place``. Returns the MLflow run id."""
-    texts = {}
-    for path in (place.marker, f"{place.marker_dir}/report.html"):
-        text = place.files.read_text(path)
-        if text is not None:
-            texts[path.rsplit("/", 1)[-1]] = text
+    published, read back from the sink. Returns the MLflow run id."""
+    texts = place.texts(result)
     return tracking.log_run(
         result, experiment=config.mlflow.experiment, tracking_uri=config.mlflow.tracking_uri, texts=texts,
         gate_failed=gate_failed,
@@ -276,13 +278,12 @@ def check_partition_column(partition, *frames) -> None:
             raise ConfigError(f"partition column {partition.key!r} is also a column of the output; choose another name")
 
 
-def write_rejected(spark, rejected, stage: publish.Staging) -> Dict[str, Dict[str, int]]:
+def write_rejected(rejected, stage: Stage) -> Dict[str, Dict[str, int]]:
     """Write quarantined rows as ``rejected/<table>`` and count them per reason, as written."""
     counts: Dict[str, Dict[str, int]] = {"recommendations": {}, "relevance": {}}
     for table, frame in (rejected or {}).items():
-        path = stage.table(f"rejected/{table}")
-        storage.write_table(frame, path)
-        for row in spark.read.parquet(path).groupBy("reason").count().collect():
+        stage.write(f"rejected/{table}", frame)
+        for row in stage.read(f"rejected/{table}").groupBy("reason").count().collect():
             counts[table][row["reason"]] = row["count"]
     return counts
 

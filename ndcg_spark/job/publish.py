@@ -38,7 +38,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 from ndcg_spark.errors import ConfigError
 from ndcg_spark.job import interrupts
 from ndcg_spark.job.config import Partition
-from ndcg_spark.job.storage import Files, shown, strict_json
+from ndcg_spark.job.storage import Files, shown, strict_json, write_table
 
 #: The folder of the job's own state inside an output directory.
 STATE = "_ndcg_spark"
@@ -257,8 +257,8 @@ def check_journal(place: Place, journal: Dict[str, Any], path: str) -> Dict[str,
 class Staging:
     """Where one run writes its result before publishing it."""
 
-    def __init__(self, place: Place, run_id: str):
-        self.place, self.run_id = place, run_id
+    def __init__(self, place: Place, run_id: str, spark=None):
+        self.place, self.run_id, self.spark = place, run_id, spark
         self.folder = f"{place.staging_root}/{run_id}"
         self.written: Dict[str, str] = {}
 
@@ -266,6 +266,15 @@ class Staging:
         """The staging path of table ``name``; the table is published if written there."""
         self.written[name] = f"{self.folder}/tables/{name}"
         return self.written[name]
+
+    def write(self, name: str, df) -> None:
+        """Write the frame of table ``name`` (``per_user``, ``rejected/relevance``...) as Parquet
+        into staging."""
+        write_table(df, self.table(name))
+
+    def read(self, name: str):
+        """Table ``name`` as written (its rows read back from staging)."""
+        return self.spark.read.parquet(self.written[name])
 
     def file(self, name: str, text: str) -> None:
         """A file published beside the marker (``report.html``)."""

@@ -18,9 +18,8 @@ from pyspark.sql import DataFrame
 from ndcg_spark.errors import InputDataError
 from ndcg_spark.job.checks import check
 from ndcg_spark.job.gates import Gate
-from ndcg_spark.job.history import RUN_DATE, previous_intact_run, read_per_user
+from ndcg_spark.job.history import RUN_DATE, runs_of
 from ndcg_spark.job.result import DropOutcome
-from ndcg_spark.job.storage import Files
 from ndcg_spark.job.verdict import drop_line
 from ndcg_spark.paired import paired_difference
 
@@ -62,7 +61,7 @@ def paired_change(
 
 def regression_gate(
     spark,
-    files: Files,
+    files: Any,
     current_value: str,
     current_per_user: DataFrame,
     gates: Sequence[Gate],
@@ -78,8 +77,9 @@ def regression_gate(
     Parameters
     ----------
     spark : SparkSession
-    files : Files
-        The job's output, which holds the earlier runs.
+    files : Files or runs
+        Where the earlier runs are: the output's :class:`Files`, or a sink's runs
+        (:class:`~ndcg_spark.job.history.DirectoryRuns`, :class:`~ndcg_spark.job.tables.TableRuns`).
     current_value : str
         Tonight's partition value (the run date).
     current_per_user : DataFrame
@@ -102,13 +102,14 @@ def regression_gate(
     DropOutcome
         With no earlier run, no gate is checked and the message says so (the gate passes).
     """
-    previous, skipped = previous_intact_run(files, current_value, key, passed_only=passed_only)
+    runs = runs_of(files)
+    previous, skipped = runs.previous(current_value, key, passed_only=passed_only)
     # A run whose tables were deleted is skipped, and the line says so: never a dead end.
     which = "passing run" if passed_only else "complete run"
     if previous is None:
         outcome = DropOutcome(current_value, None, (), "", tuple(skipped))
     else:
-        changes = paired_change(current_per_user, read_per_user(spark, files, previous, key), group_by, user_col)
+        changes = paired_change(current_per_user, runs.per_user(spark, previous, key), group_by, user_col)
         checked = check(gates, changes, group_by, point_estimate=point_estimate)
         outcome = DropOutcome(current_value, previous, tuple(checked), "", tuple(skipped))
-    return replace(outcome, message=drop_line(outcome, key, which, files.shown))
+    return replace(outcome, message=drop_line(outcome, key, which, runs.shown))

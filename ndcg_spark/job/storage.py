@@ -68,6 +68,8 @@ def check_connect(spark, config) -> None:
     inputs, output = config.inputs, config.output.path
     paths = [(key, getattr(inputs, key)) for key in ("recommendations", "relevance", "user_attributes")]
     paths += [("candidate", path) for path in getattr(config, "candidates", ())] + [("output", output)]
+    if output is None:  # catalog tables: written and read by the server alone
+        paths.pop()
     for key, value in paths:
         if not value or (key != "output" and not is_path(value)):
             continue
@@ -76,12 +78,12 @@ def check_connect(spark, config) -> None:
                 f"{key} {value!r} is a relative path: over Spark Connect it would resolve on the server; "
                 "give an absolute path or a URI"
             )
-    scheme = output.split("://", 1)[0] if "://" in output else "file"
-    if scheme != "file":
+    scheme = output.split("://", 1)[0] if output and "://" in output else "file"
+    if output is not None and scheme != "file":
         raise ConfigError(
             f"output {output!r}: over Spark Connect the client writes summary.json and report.html with its "
             "own file system, which cannot reach a " + scheme + ":// URI; run the job with spark-submit "
-            "(classic mode) or give a path the client and the server share"
+            "(classic mode), give a path the client and the server share, or write catalog tables (--output-table)"
         )
 
 

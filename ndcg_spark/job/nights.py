@@ -1,0 +1,122 @@
+"""The nights ``history`` finds besides the complete runs: what a run that did not finish left.
+
+* **interrupted**: a staging folder with its journal (``publish.json``): the publish began and
+  was cut short (a SIGKILL, a lost machine). The staged result is complete; its figures are the
+  journal's marker, and the next run of the night completes the publish.
+* **failed**: a run of the night that ended with an error (exit 1, 3 or 6) after the complete
+  run, if any: it leaves a note, ``DIR/_ndcg_spark/failed/<key=value>.json``, naming its exit code
+  and its one line. A later complete run of the night supersedes it.
+* **running**: a live run holds the night's lock.
+* **ended**: a dead run's lock or staging folder without a journal (a kill before the publish):
+  the previous result stands, the next run clears what it left.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional
+
+from ndcg_spark.job import lease, publish
+from ndcg_spark.job.config import Partition
+from ndcg_spark.job.result import RunResult
+from ndcg_spark.job.storage import LocalFiles, strict_json
+
+#: The exit codes of a failed night (bad input, the JVM gone, any other failure), noted for history.
+FAILED_CODES = (1, 3, 6)
+INTERRUPTED = "the next run completes it (the figures above are its staged result)"
+
+
+@dataclass(frozen=True)
+class Night:
+    """One night's unfinished run: its partition value, its status and what history says of it."""
+
+    value: str
+    status: str  # "interrupted", "failed", "running" or "ended"
+    detail: str
+    result: Optional[RunResult] = None  # interrupted: the staged result, as its marker will say
+
+    def line(self, key: str) -> str:
+        return f"{key}={self.value} {self.status}: {self.detail}"
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"status": self.status, "detail": self.detail}
+
+
+def failure_note(files, place_name: str) -> str:
+    return files.path(publish.STATE, "failed", f"{place_name}.json")
+
+
+def record_failure(sink, exit_code: int, message: str) -> None:
+    """Note a night's failed run of an output directory (``sink``'s place) for ``history`` (best
+    effort: a note that cannot be written is left out, never a second error). Only in an output
+    that already holds runs, so a failed run into a new output leaves nothing."""
+    place = getattr(sink, "place", None)
+    if place is None or place.partition is None or exit_code not in FAILED_CODES:
+        return
+    now = time.time()
+    note = {
+        "place": place.name,
+        "failed": datetime.datetime.fromtimestamp(now, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "failed_epoch": now,
+        "exit_code": exit_code,
+        "error": message,
+    }
+    for files in (place.files, LocalFiles(place.files.root) if getattr(place.files, "local", False) else None):
+        try:
+            if files is not None and files.exists(files.path(publish.STATE, "layout.json")):
+                files.write_text(failure_note(files, place.name), strict_json(note) + "\n")
+            return
+        except Exception:  # noqa: BLE001 - the driver's JVM gone: a local output is written by Python
+            continue
+
+
+def unfinished(files, key: str) -> List[Night]:
+    """The nights of partition ``key`` with an unfinished run, by value."""
+    nights: Dict[str, Night] = {}
+    prefix = f"{key}="
+    for name in files.list(files.path(publish.STATE, "staging")):
+        if name.startswith(prefix):
+            value = name[len(prefix) :]
+            place = publish.Place(files, "evaluate", Partition(key, value))
+            for run_id in files.list(place.staging_root):
+                journal = files.read_text(f"{place.staging_root}/{run_id}/publish.json")
+                if journal is not None:
+                    marker = json.loads(json.loads(journal)["marker_text"])
+                    nights[value] = Night(value, "interrupted", INTERRUPTED, RunResult.from_json(marker, "evaluate"))
+    for name in files.list(files.path(publish.STATE, "locks")):
+        if name.startswith(prefix) and name.endswith(".lock"):
+            value = name[len(prefix) : -len(".lock")]
+            if value in nights:
+                continue
+            place = publish.Place(files, "evaluate", Partition(key, value))
+            holder = lease.Lease(place, "").holder()
+            if holder.state(time.time()) == "live":
+                nights[value] = Night(value, "running", f"{holder.describe(time.time())} holds its lock")
+            else:
+                nights[value] = Night(
+                    value, "ended", "its run ended before publishing (killed?); the next run breaks its lock"
+                )
+    for name in files.list(files.path(publish.STATE, "failed")):
+        if name.startswith(prefix) and name.endswith(".json"):
+            value = name[len(prefix) : -len(".json")]
+            night = _failed(files, key, value)
+            if night is not None and value not in nights:
+                nights[value] = night
+    return [nights[v] for v in sorted(nights)]
+
+
+def _failed(files, key: str, value: str) -> Optional[Night]:
+    """The failed run of a night, unless a complete run published after it."""
+    place = publish.Place(files, "evaluate", Partition(key, value))
+    try:
+        note = json.loads(files.read_text(failure_note(files, place.name)) or "")
+    except ValueError:
+        return None
+    published = files.modified(place.marker)
+    if published is not None and published >= note.get("failed_epoch", 0):
+        return None
+    stands = "; the previous result stands" if published is not None else ""
+    return Night(value, "failed", f"exit {note.get('exit_code')} at {note.get('failed')}: {note.get('error')}{stands}")

@@ -1,0 +1,294 @@
+"""Results as a family of catalog tables (``output_table = "db.ndcg"``), whole nights only.
+
+A family ``db.ndcg`` is a set of views that readers query and the storage tables behind them:
+
+* ``db.ndcg_per_user``, ``db.ndcg_summary`` (``db.ndcg_rejected`` under quarantine;
+  ``db.ndcg_comparison`` for ``compare``): the outputs' columns, then the run's partition key
+  (``run_date``) and ``run_id``;
+* ``db.ndcg_runs``: one row per published night: the run's id, status, verdict, gates, row
+  accounting, settings, duration, report and manifest.
+
+Each view is ``<view>_data``, a table partitioned by (key, ``run_id``), seen through the current
+run of each night: the row of ``db.ndcg_runs_data`` published last for that night. A run:
+
+1. writes its rows as new partitions (key = tonight, ``run_id`` = its own) of each storage
+   table: no reader sees them, as no runs row names them yet;
+2. appends its row to ``db.ndcg_runs_data`` (one partition, added to the catalog in one call):
+   from then on every view shows this run's rows for the night, and only them;
+3. drops the partitions of the night's earlier runs, now superseded.
+
+A run killed before step 2 left partitions no view shows; one killed after it, superseded
+partitions no view shows. The next run of the night, holding the night's lock, drops both
+before it writes (:meth:`TableSink.recover`). Replacing a partition of a V1 table (Hive
+metastore, the session catalog) is not atomic; this never needs it. Two runs of one night at
+once: the lock refuses the second (exit 5); where no lock can be held (Spark Connect: the lock
+is a file on the warehouse's file system, which the client cannot reach), both may publish and
+the night is the rows of the one published last, never a mix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+from typing import Any, Dict, List, Optional
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from ndcg_spark.errors import ConfigError
+from ndcg_spark.job import lease, publish, storage
+from ndcg_spark.job.family import RUN_COLUMNS, RUNS, Family, TableRuns, create_view, night_view, runs_view
+from ndcg_spark.job.result import RunResult
+from ndcg_spark.job.verdict import gates_summary
+
+#: The pipeline's frames and the member of the family each goes to.
+MEMBERS = {
+    "per_user": "per_user",
+    "summary": "summary",
+    "rejected/recommendations": "rejected",
+    "rejected/relevance": "rejected",
+    "comparison": "comparison",
+}
+#: Formats that replace rows atomically (``DELETE``); the others drop partitions.
+V2_FORMATS = ("delta", "iceberg")
+#: Hours after which a partition no runs row names is dropped by a run that holds no lock.
+ORPHAN_HOURS = 24
+
+
+class _NoLock:
+    """Where no lock can be held (Spark Connect): nothing broken, nothing to lose."""
+
+    broke = None
+
+    def ensure(self) -> None:
+        pass
+
+
+class _Named:
+    """The lock's files, named in messages as the table family (``output ev.ndcg is locked ...``)."""
+
+    def __init__(self, files: storage.Files, name: str):
+        self._files, self.shown = files, name
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._files, attr)
+
+
+class TableSink:
+    """A run's results as a family of catalog tables (see the module)."""
+
+    def __init__(self, spark, command: str, output):
+        self.spark, self.command, self.output = spark, command, output
+        self.family = Family(spark, output.table)
+        self.root = self.shown = output.table
+        self.key, self.value = output.partition.key, output.partition.value
+        self.v2 = output.table_format in V2_FORMATS
+        self.place: Optional[publish.Place] = None
+        self.held = False
+
+    def members(self) -> List[str]:
+        """The family's members this command writes, the runs last."""
+        return [*sorted({MEMBERS[n] for n in publish.COMMANDS[self.command][0]}), RUNS]
+
+    def check(self, spark, config) -> None:
+        names = self.output.table.split(".")
+        if len(names) == 2 and not spark.catalog.databaseExists(names[0]):
+            raise ConfigError(f"output_table {self.root}: database {names[0]!r} does not exist; create it first")
+        other = "summary" if self.command == "compare" else "comparison"
+        if self.family.exists(self.family.data(other)):
+            theirs = "evaluate" if other == "summary" else "compare"
+            raise ConfigError(
+                f"output_table {self.root} holds the results of 'ndcg-spark {theirs}', not of "
+                f"'ndcg-spark {self.command}'; choose another output_table"
+            )
+        runs = self.family.data(RUNS)
+        if self.family.exists(runs):
+            columns = self.family.partition_columns(runs)
+            if columns != [self.key, "run_id"]:
+                raise ConfigError(
+                    f"output_table {self.root} is partitioned by {columns[0]}, not by {self.key}; choose another"
+                )
+
+    def _lock_place(self) -> Optional[publish.Place]:
+        """The night's lock, a file beside the database's tables: classic mode only."""
+        if storage.is_connect(self.spark):
+            return None
+        names = self.output.table.split(".")
+        try:
+            database = names[-2] if len(names) > 1 else self.spark.catalog.currentDatabase()
+            location = self.spark.catalog.getDatabase(database).locationUri
+        except Exception:  # noqa: BLE001 - a catalog without databases' locations: the warehouse
+            location = self.spark.conf.get("spark.sql.warehouse.dir")
+        root = storage.qualify(self.spark, f"{location.rstrip('/')}/_ndcg_spark/{names[-1]}")
+        files = _Named(storage.files_for(self.spark, root), self.root)
+        return publish.Place(files, self.command, self.output.partition)
+
+    def locked(self, run_id: str, output):
+        self.place = self._lock_place()
+        if self.place is None:
+            return contextlib.nullcontext(_NoLock())
+        self.held = True
+        return lease.locked(self.place, run_id, output.break_lock, output.lock_timeout)
+
+    def recover(self) -> None:
+        """Drop what earlier runs of the night left that no view shows: all of it when this run
+        holds the night's lock; without one, the superseded runs and rows a day old."""
+        self.drop_others(self.family.current_run(self.key, self.value), steps=False)
+
+    def drop_others(self, keep: Optional[str], steps: bool = True) -> None:
+        """Drop the night's partitions of every run but ``keep`` (the current one), runs rows last
+        (``steps``: a publish's named steps, ``dropped:<member>``, for the fault tests)."""
+        family = self.family
+        named = set(family.run_ids(family.data(RUNS), self.key, self.value))
+        for member in self.members():
+            table = family.data(member)
+            ids = [r for r in family.run_ids(table, self.key, self.value) if r != keep and self._droppable(r, named)]
+            family.drop(table, self.key, self.value, ids, self.v2)
+            if steps:
+                publish.at_step(f"dropped:{member}")
+
+    def _droppable(self, run_id: str, named: set) -> bool:
+        if self.held or run_id in named:
+            return True
+        try:
+            started = datetime.datetime.strptime(run_id.split("-", 1)[0], "%Y%m%dT%H%M%SZ")
+        except ValueError:
+            return False
+        age = datetime.datetime.now(datetime.UTC).replace(tzinfo=None) - started
+        return age > datetime.timedelta(hours=ORPHAN_HOURS)
+
+    def stage(self, spark, run_id: str) -> TableStage:
+        return TableStage(self, run_id)
+
+    def tidy(self) -> None:
+        if self.place is not None:
+            publish.tidy(self.place, False)
+            files = self.place.files
+            files.remove_if_empty(files.root)
+            files.remove_if_empty(files.root.rsplit("/", 1)[0])
+
+    def runs(self) -> TableRuns:
+        return TableRuns(self.spark, self.root)
+
+    def texts(self, result: RunResult) -> Dict[str, str]:
+        run_id = result.published.id if result.published else None
+        rows = self.spark.table(self.family.data(RUNS)).where(F.col("run_id") == run_id)
+        found = rows.select("manifest", "report").collect()
+        if not found:
+            return {}
+        name = publish.COMMANDS[self.command][1]
+        texts = {name: found[0]["manifest"]}
+        if found[0]["report"] is not None:
+            texts["report.html"] = found[0]["report"]
+        return texts
+
+
+class TableStage:
+    """One run's rows in the family's storage tables, invisible until its runs row is written."""
+
+    def __init__(self, sink: TableSink, run_id: str):
+        self.sink, self.run_id = sink, run_id
+        self.written: Dict[str, str] = {}
+        self.files: Dict[str, str] = {}
+        self.published = False
+
+    def _shaped(self, name: str, df: DataFrame) -> DataFrame:
+        if MEMBERS[name] == "rejected":
+            # Both tables' set-aside rows in one table: which table, why, and the row as read (JSON).
+            columns = [F.col(c) for c in df.columns if c != "reason"]
+            df = df.select(
+                F.lit(name.split("/", 1)[1]).alias("source"),
+                F.col("reason"),
+                F.to_json(F.struct(*columns)).alias("row"),
+            )
+        return df
+
+    def write(self, name: str, df: DataFrame) -> None:
+        sink, member = self.sink, MEMBERS[name]
+        df = self._shaped(name, df)
+        for column in (sink.key, "run_id"):
+            if column in df.columns:
+                raise ConfigError(f"column {column!r} of the output is also a column the output tables add; rename it")
+        table = sink.family.data(member)
+        _append(sink, table, df.withColumns({sink.key: F.lit(sink.value), "run_id": F.lit(self.run_id)}))
+        self.written[name] = table
+
+    def read(self, name: str) -> DataFrame:
+        sink = self.sink
+        rows = sink.spark.table(self.written[name]).where(
+            (F.col(sink.key) == sink.value) & (F.col("run_id") == self.run_id)
+        )
+        if MEMBERS[name] == "rejected":
+            rows = rows.where(F.col("source") == name.split("/", 1)[1])
+        return rows.drop(sink.key, "run_id")
+
+    def file(self, name: str, text: str) -> None:
+        self.files[name] = text
+
+    def describe(self) -> Dict[str, Any]:
+        part = f"{self.sink.key}={self.sink.value}/run_id={self.run_id}"
+        tables = {n: {"table": t, "view": self.sink.family.view(MEMBERS[n]), "partition": part}
+                  for n, t in self.written.items()}  # fmt: skip
+        return {"tables": tables, "files": sorted(self.files)}
+
+    def publish(self, marker: Dict[str, Any], guard=None) -> None:
+        """Views first (made once), then the runs row: the flip. Then the superseded rows go."""
+        sink, family = self.sink, self.sink.family
+        publish.at_step("staged")
+        if guard is not None:
+            guard()
+        row = self._runs_row(marker)
+        _append(sink, family.data(RUNS), row.limit(0))  # the runs table, empty, for the views to name
+        create_view(family, RUNS, runs_view(family, sink.key))
+        for member in sorted({MEMBERS[n] for n in self.written}):
+            create_view(family, member, night_view(family, member, sink.key))
+        _append(sink, family.data(RUNS), row)
+        self.published = True
+        publish.at_step("published")
+        sink.drop_others(self.run_id)
+
+    def _runs_row(self, marker: Dict[str, Any]) -> DataFrame:
+        result = RunResult.from_json(marker)
+        dumps = storage.strict_json
+        values = (
+            result.command,
+            "quality_gate_failed" if result.failed else "ok",
+            gates_summary(result),
+            dumps([c.to_json() for c in result.checks]),
+            dumps(result.rows),
+            dumps(result.settings),
+            dumps(result.input_rows),
+            result.spark_version,
+            result.duration_seconds,
+            self.files.get("report.html"),
+            dumps(marker, indent=2),
+        )
+        row = self.sink.spark.createDataFrame([values], RUN_COLUMNS)
+        return row.withColumns(
+            {"published_at": F.current_timestamp(), self.sink.key: F.lit(self.sink.value), "run_id": F.lit(self.run_id)}
+        ).coalesce(1)
+
+    def discard(self) -> None:
+        """A run that did not publish drops its own rows (what a kill leaves, the next run drops)."""
+        if self.published:
+            return
+        family = self.sink.family
+        for table in sorted(set(self.written.values())):
+            with contextlib.suppress(Exception):  # cancelled by a signal, say: the next run drops them
+                family.drop(table, self.sink.key, self.sink.value, [self.run_id], self.sink.v2)
+
+
+def _append(sink: TableSink, table: str, df: DataFrame) -> None:
+    """Append ``df`` as new partitions (key, ``run_id``) of ``table``, created on first use."""
+    if sink.family.exists(table):
+        have = {c.name: c.dataType for c in sink.spark.catalog.listColumns(table)}
+        mine = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+        if set(have) != set(mine) or any(have[c] != t for c, t in mine.items()):
+            raise ConfigError(
+                f"table {table} has the columns {', '.join(have)}; this run's are {', '.join(mine)}: "
+                "keep one configuration (segments, metrics) per output_table, or choose another"
+            )
+    writer = df.write.mode("append").partitionBy(sink.key, "run_id")
+    if sink.output.table_format is not None:
+        writer = writer.format(sink.output.table_format)
+    writer.saveAsTable(table)
