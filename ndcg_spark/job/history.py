@@ -317,8 +317,10 @@ class HistoryConfig:
         verbose = args.pop("verbose")
         from ndcg_spark.job.config import spark_settings
 
-        if (args["output"] is None) == (args["output_table"] is None):
-            raise ConfigError("give output (the output directory of the runs) or output_table, one of them")
+        if args["output"] is None and args["output_table"] is None:
+            raise ConfigError("the following arguments are required: --output (or --output-table)")
+        if args["output"] is not None and args["output_table"] is not None:
+            raise ConfigError("give --output (the output directory of the runs) or --output-table, not both")
         if args["output"] is not None and not args["output"].strip():
             raise ConfigError("output is required: the output directory of the runs")
         args["spark"] = spark_settings(args["spark"])
