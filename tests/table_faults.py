@@ -5,7 +5,8 @@
 starts the Hive-enabled session the job's ``--conf`` flags describe, writes what a reader of the
 table family ``--output-table`` sees to ``SEEN_JSON`` (:func:`seen`), then runs the job (once
 without a pause first, with ``--first``), paused at ``STEP`` (``-``: not paused) as
-:mod:`tests.faults` pauses it, and writes what a reader sees again once the job has ended.
+:mod:`tests.faults` pauses it, writing what a reader sees there (nothing is written between the
+pause and a kill), and what a reader sees once the job has ended.
 """
 
 from __future__ import annotations
@@ -63,7 +64,16 @@ def main(argv: Sequence[str]) -> int:
         with open(seen_path, "w") as fh:
             json.dump(record, fh)
     if step != "-":
-        publish.at_step = pausing_at(step, pause_file)
+        pause = pausing_at(step, pause_file)
+
+        def hook(at: str) -> None:
+            if at == step:  # what a reader sees at the instant of the kill
+                record["paused"] = seen(spark, family)
+                with open(seen_path, "w") as fh:
+                    json.dump(record, fh)
+            pause(at)
+
+        publish.at_step = hook
     record["code"] = run(job)
     publish.at_step = publish._no_fault
     record["after"] = seen(spark, family)
