@@ -189,6 +189,10 @@ class DirectoryRuns:
     def missing(self, value: str, key: str, result: RunResult) -> List[str]:
         return missing_tables(self.files, value, key, result)
 
+    def unfinished(self, key: str = RUN_DATE) -> List[Any]:
+        """The nights a run left unfinished (:func:`ndcg_spark.job.nights.unfinished`)."""
+        return unfinished(self.files, key)
+
 
 def runs_of(source) -> Any:
     """The earlier runs of ``source``: a sink's runs as they are, an output's :class:`Files` as
@@ -273,10 +277,8 @@ def history_text(source, *, key: str = RUN_DATE, last: Optional[int] = None, as_
     earlier = runs_of(source)
     runs = earlier.history(key, last)
     broken = {v: m for v, m in ((v, earlier.missing(v, key, m)) for v, m in runs) if m}
-    # The nights a run left unfinished in an output directory; an interrupted publish with its
-    # staged figures among the runs.
-    files = getattr(earlier, "files", None)
-    nights = unfinished(files, key) if files is not None else []
+    # The nights a run left unfinished; an interrupted publish with its staged figures among the runs.
+    nights = earlier.unfinished(key)
     staged = {n.value: n.result for n in nights if n.result is not None}
     runs = sorted([(v, r) for v, r in runs if v not in staged] + list(staged.items()), key=lambda run: run[0])
     runs = runs[-last:] if last else runs

@@ -69,6 +69,8 @@ class Runs(Protocol):
 
     def missing(self, value: str, key: str, result: RunResult) -> List[str]: ...
 
+    def unfinished(self, key: str = RUN_DATE) -> List[Any]: ...
+
 
 class Sink(Protocol):
     """Where a run's results go (:class:`DirectorySink`, :class:`~ndcg_spark.job.tables.TableSink`)."""
