@@ -471,6 +471,8 @@ def run_main(spark, args, log, out: dict) -> None:
     spec = DataSpec(args.users, args.list_length, args.relevant, seed=args.seed)
     paths = generate(spark, spec, Path(args.data_dir), log)
     variants = make_variants(spark, paths, options=evaluate_options(args))
+    if args.variants:
+        variants = {n: variants[n] for n in args.variants.split(",")}
     if args.plan_out:
         write_plans(spark, paths, Path(args.plan_out), log, evaluate_options(args))
     res = time_variants(spark, variants, args.repeat, log, args.warmup)
@@ -490,6 +492,7 @@ def run_main(spark, args, log, out: dict) -> None:
     cpu = {name: r["cpu_median"] for name, r in res.items()}
     task = {name: r["task_cpu_median"] for name, r in res.items()}
     pairs = {"b/d": ("b", "d"), "c/b100": ("c", "b100"), "b/a": ("b", "a")}
+    pairs = {n: (x, y) for n, (x, y) in pairs.items() if x in res and y in res}
     ratios = {n: med[x] / med[y] for n, (x, y) in pairs.items()}
     cpu_ratios = {n: cpu[x] / cpu[y] for n, (x, y) in pairs.items()}
     task_ratios = {n: task[x] / task[y] for n, (x, y) in pairs.items()}
@@ -733,6 +736,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         "--sizes", default=None, help="comma-separated user counts: time (b) at each instead of the main table"
     )
     p.add_argument("--repeat", type=int, default=5)
+    p.add_argument(
+        "--variants", default=None, help="comma-separated variants of the main table to time (default: a,b,b100,c,d)"
+    )
     p.add_argument("--warmup", type=int, default=1, help="untimed runs of each variant before timing")
     p.add_argument("--data-dir", default="/tmp/ndcg-bench")
     p.add_argument("--driver-memory", default="4g")

@@ -207,26 +207,25 @@ def guard_lists(lists: DataFrame, rule_name: str, violated: str, opts: Evaluatio
     return lists.filter(input_check(violated, f"concat({message}, CAST({ident(opts.user_col)} AS STRING))"))
 
 
-def sums_checked(value: str, sums: Sequence[Tuple[str, str, Optional[int]]], keys: Sequence[str]) -> str:
-    """SQL: ``value``, or the run stopped at the first list with a sum that is not a finite
-    number, naming the figure and the list.
+def sums_checked(value: str, sums: Sequence[Tuple[str, str]], keys: Sequence[str], k: str = "k") -> str:
+    """SQL: ``value``, or the run stopped at the first (list, k) row with a sum that is not a
+    finite number, naming the figure, the cutoff and the list.
 
-    ``sums``: (column, the figure it holds, e.g. ``"dcg"``, its cutoff); ``keys``: the columns
-    that name a list (segments, then the user). Every gain is finite (the row rules see to it),
-    but a list's gains can add up past the largest double, and its NDCG would then be infinity
-    over infinity: NaN in every output. Written into a column every output reads (the NDCG), not
-    as a filter: a filter would be pushed below the projection that computes the sums, and
-    every sum computed again for it.
+    ``sums``: (column, the figure it holds, e.g. ``"dcg"``) of the row; ``keys``: the columns
+    that name a list (segments, then the user); ``k``: the row's cutoff column (null for the
+    whole list). Every gain is finite (the row rules see to it), but a list's gains can add up
+    past the largest double, and its NDCG would then be infinity over infinity: NaN in every
+    output. Written into a column every output reads (the NDCG), not as a filter: a filter would
+    be pushed below the projection that computes the sums, and every sum computed again for it.
     """
-    whens = " ".join(
-        f"WHEN {_is_bad_number(ident(c))} THEN {string_literal(f'{name.upper()}@{k_label(k)}')}" for c, name, k in sums
-    )
+    whens = " ".join(f"WHEN {_is_bad_number(ident(c))} THEN {string_literal(f'{name.upper()}@')}" for c, name in sums)
     problem = f"(CASE {whens} END)"
     named = ", '/', ".join(
         f"{string_literal(key + '=')}, coalesce(CAST({ident(key)} AS STRING), 'null')" for key in keys
     )
+    cutoff = f"coalesce(CAST({ident(k)} AS STRING), {string_literal(k_label(None))})"
     message = (
-        f"concat({string_literal('relevance too large to add up: the ')}, {problem}, "
+        f"concat({string_literal('relevance too large to add up: the ')}, {problem}, {cutoff}, "
         f"' of ', {named}, {string_literal(' overflows a double (its gains add up past 1.8e308)')})"
     )
     return f"(CASE WHEN {input_check(f'{problem} IS NOT NULL', message)} THEN {value} END)"

@@ -20,7 +20,7 @@ Each sum adds its terms left to right from position 1, so the same input gives t
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import Callable, Dict, List, Optional, Sequence
 
 from pyspark.sql import DataFrame
 
@@ -63,11 +63,9 @@ HIT_TERMS = "__ndcg_hit_terms"
 OCCURRENCES = "__ndcg_occurrences"
 FIRSTS = "__ndcg_first_occurrences"
 K_INDEX = "__ndcg_k_index"
-
-
-def _at(name: str, j: int) -> str:
-    """The column of figure ``name`` at the j-th cutoff, before the cutoffs become rows."""
-    return f"__ndcg_{name}_{j}"
+SUMS = "__ndcg_sums"
+IDEAL_SUMS = "__ndcg_ideal_sums"
+COMPANION_SUMS = "__ndcg_companions"
 
 
 def score(joined: DataFrame, opts: EvaluationOptions) -> DataFrame:
@@ -288,49 +286,47 @@ def with_cutoffs(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
     """One row per (list, k) with cg, dcg, idcg and ndcg (and the companion metrics); the arrays go.
 
     Each list's sums at every cutoff are taken on its own row, from its hit and ideal arrays
-    (:func:`_sums_per_list`).
+    (:func:`_sums_per_list`), as arrays with one element per cutoff; each (list, k) row reads
+    its own cutoff's element. Every row's expressions stay the same size however many cutoffs
+    there are: a ``CASE`` over every cutoff's figures on each row made the generated code of the
+    join's stage too large for the JVM to compile (past 8,000 bytes of bytecode a method runs
+    interpreted), which cost six cutoffs 2.4 times one cutoff's task CPU.
     """
     kept = [*list_keys(df.columns, opts), "n_recommended", N_RELEVANT, *CARRIED]
     companions = []
     if opts.companion_metrics:
-        # Per list, with higher-order functions on the hit positions.
-        for j, k in enumerate(opts.cutoffs):
-            for name, metric in companion_metrics(HITS, N_RELEVANT_BINARY, _cut(k)).items():
-                companions.append(f"{metric} AS {_at(name, j)}")
-                kept.append(_at(name, j))
-    with_hits = df.selectExpr(
-        *kept[: len(kept) - len(companions)], *companions, f"{hits_of(opts)} AS {HIT_TERMS}", IDEAL
-    )
-    per_list = _sums_per_list(with_hits, kept, opts)
-
-    def pick(name: str) -> str:
-        if len(opts.cutoffs) == 1:
-            return _at(name, 0)
-        # A CASE on the cutoff's index, not element_at(array(...)): no array built per row.
-        return f"CASE {K_INDEX} " + " ".join(f"WHEN {j} THEN {_at(name, j)}" for j in range(len(opts.cutoffs))) + " END"
+        # Per list and cutoff, with higher-order functions on the hit positions.
+        per_cut = [
+            "named_struct(" + ", ".join(f"'{name}', {metric}" for name, metric in metrics.items()) + ")"
+            for metrics in (companion_metrics(HITS, N_RELEVANT_BINARY, _cut(k)) for k in opts.cutoffs)
+        ]
+        companions = [f"array({', '.join(per_cut)}) AS {COMPANION_SUMS}"]
+    with_hits = df.selectExpr(*kept, *companions, f"{hits_of(opts)} AS {HIT_TERMS}", IDEAL)
+    per_list = _sums_per_list(with_hits, [*kept, *([COMPANION_SUMS] if companions else [])], opts)
 
     def as_int(k: Optional[int]) -> str:
         return "CAST(NULL AS INT)" if k is None else f"CAST({int(k)} AS INT)"
 
     if len(opts.cutoffs) == 1:
-        per_k, k_column = per_list, f"{as_int(opts.cutoffs[0])} AS k"
+        per_k, at, k_column = per_list, "0", f"{as_int(opts.cutoffs[0])} AS k"
     else:
         cutoffs = ", ".join(as_int(k) for k in opts.cutoffs)
-        per_k, k_column = per_list.selectExpr("*", f"posexplode(array({cutoffs})) AS ({K_INDEX}, k)"), "k"
-    dcg, idcg = f"coalesce({pick('dcg')}, 0.0D)", f"coalesce({pick('idcg')}, 0.0D)"
-    ndcg = f"CASE WHEN {idcg} > 0 THEN {dcg} / {idcg} {_zero_idcg_one(opts)}ELSE 0.0D END"
-    # A list's gains can add up past the largest double: stop there rather than give NaN.
-    figures = [(_at(name, j), name, k) for j, k in enumerate(opts.cutoffs) for name in ("cg", "dcg", "idcg")]
-    keys = [c for c in (*opts.group_by, opts.user_col) if c in per_k.columns]
-    return per_k.selectExpr(
-        *kept[: len(kept) - len(companions)],
+        per_k = per_list.selectExpr("*", f"posexplode(array({cutoffs})) AS ({K_INDEX}, k)")
+        at, k_column = K_INDEX, "k"
+    names = [m.name for m in COMPANIONS] if opts.companion_metrics else []
+    figures = per_k.selectExpr(
+        *kept,
         k_column,
-        f"coalesce({pick('cg')}, 0.0D) AS cg",
-        f"{dcg} AS dcg",
-        f"{idcg} AS idcg",
-        *[f"{pick(name)} AS {name}" for name in ([m.name for m in COMPANIONS] if opts.companion_metrics else ())],
-        f"{_rules.sums_checked(ndcg, figures, keys)} AS ndcg",
+        f"coalesce({SUMS}[{at}].c, 0.0D) AS cg",
+        f"coalesce({SUMS}[{at}].d, 0.0D) AS dcg",
+        f"coalesce({IDEAL_SUMS}[{at}].i, 0.0D) AS idcg",
+        *[f"{COMPANION_SUMS}[{at}].{name} AS {name}" for name in names],
     )
+    ndcg = f"CASE WHEN idcg > 0 THEN dcg / idcg {_zero_idcg_one(opts)}ELSE 0.0D END"
+    # A list's gains can add up past the largest double: stop there rather than give NaN.
+    keys = [c for c in (*opts.group_by, opts.user_col) if c in per_k.columns]
+    checked = _rules.sums_checked(ndcg, [("cg", "cg"), ("dcg", "dcg"), ("idcg", "idcg")], keys)
+    return figures.selectExpr(*kept, "k", "cg", "dcg", "idcg", *names, f"{checked} AS ndcg")
 
 
 def _zero_idcg_one(opts: EvaluationOptions) -> str:
@@ -345,33 +341,95 @@ def _zero_idcg_one(opts: EvaluationOptions) -> str:
 
 
 def _sums_per_list(with_hits: DataFrame, kept: List[str], opts: EvaluationOptions) -> DataFrame:
-    """Per list: cg, dcg and idcg at each cutoff, summed on the list's own row.
+    """Per list: cg, dcg and idcg at each cutoff, summed on the list's own row in one walk of each array.
 
     The hits (:func:`hits_of`: position and gain, in position order) and the ideal grades are
-    arrays of the row; each term is computed once per element (a projection of its own), and
-    each sum adds its terms left to right from position 1 with ``aggregate``, starting at 0.0:
-    the same additions, in the same order, as a ``sum`` over one row per term, so the same bits.
-    Nothing is exploded and nothing is aggregated across rows, so after the join of the lists
-    the plan holds no exchange, whatever the join's output partitioning.
+    arrays of the row. One ``aggregate`` walks each array once and records its sums as it passes
+    each cutoff (:func:`sums_at_cuts`), so every sum adds its terms left to right from position 1,
+    starting at 0.0: the same additions, in the same order, as a ``sum`` over one row per term,
+    so the same bits, however many cutoffs. Nothing is exploded and nothing is aggregated across
+    rows, so after the join of the lists the plan holds no exchange, whatever the join's output
+    partitioning.
     """
-    terms, ideal_terms = "__ndcg_terms", "__ndcg_ideal_terms"
-    with_terms = with_hits.selectExpr(
+    finite = [str(int(k)) for k in opts.cutoffs if k is not None]
+    whole = None in opts.cutoffs
+    # The whole list's hits are all the hits (given ranks may pass its length).
+    hit_cuts: List[Optional[str]] = [*finite, *([None] if whole else [])]
+    hit_terms = {"c": lambda t, p: f"{t}.g", "d": lambda t, p: f"{t}.g * {_discount(p, opts)}"}
+    ideal_cuts: List[Optional[str]] = [_ideal_cut(k, opts) for k in finite]
+    ideal_term = {"i": lambda t, p: f"{gain(t, opts.gain)} * {_discount(p, opts)}"}
+    separate = None
+    if whole:
+        if _whole_ideal(None, opts):
+            ideal_cuts.append(None)
+        elif opts.cap_ideal_at_list_length:
+            # least(k, n) <= n: the whole list's cut is the last.
+            ideal_cuts.append(_ideal_cut("n_recommended", opts))
+        else:
+            # The list's length may fall below a finite k: that cut is not in order with the others.
+            separate = sums_at_cuts(IDEAL, ideal_term, ["n_recommended"])
+    ideal = sums_at_cuts(IDEAL, ideal_term, ideal_cuts) if ideal_cuts else None
+    if separate:
+        ideal = separate if ideal is None else f"concat({ideal}, {separate})"
+    return with_hits.selectExpr(
         *kept,
-        f"transform({HIT_TERMS}, s_h -> named_struct('p', s_h.p, 'g', s_h.g, "
-        f"'dg', s_h.g * {_discount('s_h.p', opts)})) AS {terms}",
-        f"transform({IDEAL}, (s_g, s_i) -> {gain('s_g', opts.gain)} * {_discount('(s_i + 1)', opts)}) AS {ideal_terms}",
+        f"{sums_at_cuts(HIT_TERMS, hit_terms, hit_cuts, position='s_t.p')} AS {SUMS}",
+        f"{ideal} AS {IDEAL_SUMS}",
     )
 
-    def total(values: str, term: str) -> str:
-        return f"aggregate({values}, 0.0D, (s_a, s_t) -> s_a + {term})"
 
-    sums = []
-    for j, k in enumerate(opts.cutoffs):
-        within = f"filter({terms}, s_w -> s_w.p <= {_recommended_cut(k, opts)})"
-        ideal = ideal_terms if _whole_ideal(k, opts) else f"slice({ideal_terms}, 1, {_ideal_cut(_cut(k), opts)})"
-        sums += [
-            f"{total(within, 's_t.g')} AS {_at('cg', j)}",
-            f"{total(within, 's_t.dg')} AS {_at('dcg', j)}",
-            f"{total(ideal, 's_t')} AS {_at('idcg', j)}",
+def sums_at_cuts(
+    values: str,
+    terms: Dict[str, Callable[[str, str], str]],
+    cuts: Sequence[Optional[str]],
+    position: Optional[str] = None,
+) -> str:
+    """SQL: ``array<struct<name: double, ...>>``, for each cut in ``cuts`` the sum of each term over
+    the elements of ``values`` at or before it, from one walk of the array.
+
+    ``terms``: name -> SQL of the term from the element and its 1-based position (SQL given in
+    ``s_t`` and the position's SQL). ``position``: SQL of an element's position over ``s_t``
+    (the positions ascend along the array); None: its index + 1. ``cuts``: SQL positions,
+    ascending on every row; None (last only) takes every element. The walk (``aggregate``) adds
+    each term to its running sum left to right from 0.0 and, before adding the first element
+    past a cut, records the sums there: each recorded sum has the very additions, in the same
+    order, of a walk of its own prefix, so the same bits, whatever the number of cuts.
+
+    Examples
+    --------
+    >>> df = spark.createDataFrame([([1.0, 2.0, 4.0],)], "v array<double>")
+    >>> sql = sums_at_cuts("v", {"s": lambda t, p: t}, ["1", "2", None])
+    >>> [r.s for r in df.selectExpr(f"{sql} AS sums").first().sums]
+    [1.0, 3.0, 7.0]
+    """
+    names = list(terms)
+    snapshot_type = "struct<" + ", ".join(f"{n}: double" for n in names) + ">"
+    at = position or "(s_a.n + 1)"
+    counter = [] if position else ["'n', 0"]
+    zero = (
+        "named_struct("
+        + ", ".join([*counter, *[f"'{n}', 0.0D" for n in names], f"'o', CAST(array() AS array<{snapshot_type}>)"])
+        + ")"
+    )
+    snapshot = "named_struct(" + ", ".join(f"'{n}', s_a.{n}" for n in names) + ")"
+
+    def recorded(upto: str) -> str:
+        # The sums so far, once for each cut passed and not yet recorded.
+        return f"concat(s_a.o, array_repeat({snapshot}, {upto} - size(s_a.o)))"
+
+    if None in cuts[:-1]:
+        raise ValueError("only the last cut may take every element")
+    finite = [c for c in cuts if c is not None]
+    passed = (
+        "CASE "
+        + " ".join(f"WHEN {at} > {c} THEN {j + 1}" for j, c in reversed(list(enumerate(finite))))
+        + " ELSE 0 END"
+    )
+    step = ", ".join(
+        [
+            *(["'n', s_a.n + 1"] if not position else []),
+            *[f"'{n}', s_a.{n} + {term('s_t', at)}" for n, term in terms.items()],
+            f"'o', CASE WHEN size(s_a.o) < {passed} THEN {recorded(passed)} ELSE s_a.o END" if finite else "'o', s_a.o",
         ]
-    return with_terms.selectExpr(*kept, *sums)
+    )
+    return f"aggregate({values}, {zero}, (s_a, s_t) -> named_struct({step}), s_a -> {recorded(str(len(cuts)))})"

@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import json
 import os
+import selectors
 import signal
 import subprocess
 import sys
 import threading
 import time
 from datetime import timedelta
-from typing import IO, Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from ndcg_spark.errors import EXIT_CONFIG, EXIT_INPUT, EXIT_LOCKED, EXIT_OK, EXIT_QUALITY_GATE, EXIT_SPARK_GONE
 
@@ -178,10 +179,9 @@ class NdcgSparkOperator(BaseOperator):
         self.cwd = cwd
         self.grace_period = grace_period.total_seconds() if isinstance(grace_period, timedelta) else float(grace_period)
         self._process: Optional[subprocess.Popen] = None
-        self._done = True
+        self._done, self._stopping = True, False
         self._last_stdout: Optional[str] = None
         self._error_line: Optional[str] = None
-        self._log_lock = threading.Lock()
 
     # ------------------------------------------------------------------ the run
 
@@ -208,41 +208,53 @@ class NdcgSparkOperator(BaseOperator):
             start_new_session=True,
             preexec_fn=_terminated_with_parent(),
         )
-        self._done = False
-        copiers = [
-            threading.Thread(target=self._copy, args=(self._process.stdout, True), daemon=True),
-            threading.Thread(target=self._copy, args=(self._process.stderr, False), daemon=True),
-        ]
-        for copier in copiers:
-            copier.start()
-        threading.Thread(target=self._reap, args=(self._process, copiers), daemon=True).start()
+        self._done, self._stopping = False, False
+        copier = threading.Thread(target=self._copy, args=(self._process,), daemon=True)
+        copier.start()
+        threading.Thread(target=self._reap, args=(self._process, copier), daemon=True).start()
         # Short sleeps, no lock held: Airflow's timeout (SIGALRM) and stop (SIGTERM) handlers run
         # in this thread, and on_kill waits the same way.
         while not self._done:
             time.sleep(0.2)
         return self._result(self._process.returncode, context)
 
-    def _copy(self, stream: IO[bytes], stdout: bool) -> None:
-        """Log each line of ``stream`` as it comes; remember the last stdout line and the error line."""
-        for raw in iter(stream.readline, b""):
-            line = raw.decode("utf-8", "replace").rstrip("\r\n")
-            with self._log_lock:
-                if stdout:
-                    if line.strip():
-                        self._last_stdout = line
-                    self.log.info("%s", line)
-                elif line.startswith(ERROR_PREFIX):
-                    self._error_line = line
-                    self.log.error("%s", line)
-                else:
-                    self.log.info("%s", line)
-        stream.close()
+    def _copy(self, process: subprocess.Popen) -> None:
+        """Log each line of the job's stdout and stderr as it comes, in the order they come (one
+        reader for both: the job's finished record, then its error line, stay in that order)."""
+        streams = {process.stdout.fileno(): True, process.stderr.fileno(): False}
+        pending = {fd: b"" for fd in streams}
+        with selectors.DefaultSelector() as selector:
+            for fd in streams:  # stdout first: of two lines ready at once, the record was printed first
+                selector.register(fd, selectors.EVENT_READ)
+            while selector.get_map():
+                for key, _ in sorted(selector.select(), key=lambda ready: not streams[ready[0].fd]):
+                    chunk = os.read(key.fd, 65536)
+                    if not chunk:
+                        selector.unregister(key.fd)
+                        lines, pending[key.fd] = [pending[key.fd]] if pending[key.fd] else [], b""
+                    else:
+                        *lines, pending[key.fd] = (pending[key.fd] + chunk).split(b"\n")
+                    for raw in lines:
+                        self._log_line(raw.decode("utf-8", "replace").rstrip("\r"), streams[key.fd])
+        process.stdout.close()
+        process.stderr.close()
 
-    def _reap(self, process: subprocess.Popen, copiers: List[threading.Thread]) -> None:
+    def _log_line(self, line: str, stdout: bool) -> None:
+        """One line of the job's in the task log; remembers the last stdout line and the error line."""
+        if stdout:
+            if line.strip():
+                self._last_stdout = line
+            self.log.info("%s", line)
+        elif line.startswith(ERROR_PREFIX):
+            self._error_line = line
+            self.log.error("%s", line)
+        else:
+            self.log.info("%s", line)
+
+    def _reap(self, process: subprocess.Popen, copier: threading.Thread) -> None:
         """Wait for the job, then for the last of its output; the only waiter on the process."""
         process.wait()
-        for copier in copiers:
-            copier.join()
+        copier.join()
         self._done = True
 
     def _ended(self, timeout: float) -> bool:
@@ -272,8 +284,11 @@ class NdcgSparkOperator(BaseOperator):
         """SIGTERM to the job's process group; wait for the job to end (up to :attr:`grace_period`),
         copying its output; then SIGKILL to what is left."""
         process = self._process
-        if process is None or self._done:
+        if process is None or self._done or self._stopping:
+            # Called again while it waits (a stop from outside during a timeout's on_kill): a
+            # second SIGTERM would end the job at once, without its clean stop.
             return
+        self._stopping = True
         self.log.info("stopping ndcg-spark: SIGTERM to its process group (%d)", process.pid)
         self._signal(process, signal.SIGTERM)
         if self._ended(self.grace_period):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any, Dict, List, Sequence
 
 from ndcg_spark.job import publish, run
@@ -49,7 +50,9 @@ def main(argv: Sequence[str]) -> int:
     job = list(rest[1:])
     from pyspark.sql import SparkSession
 
+    quiet = f"-Dlog4j2.configurationFile=file:{Path(__file__).parent / 'data' / 'log4j2-tests.properties'}"
     builder = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+    builder = builder.config("spark.driver.extraJavaOptions", quiet).config("spark.ui.showConsoleProgress", "false")
     spark = builder.config(map=dict(settings(job))).getOrCreate()
     family = job[job.index("--output-table") + 1]
     record = {"before": seen(spark, family)}

@@ -10,7 +10,8 @@ tests/test_airflow.py`` in an environment with the ``airflow`` extra); skipped e
   tests/airflow_dags/ndcg_spark_tries.py on the bundled sample: a missing input and a failed gate
   each fail after one attempt; a night whose first try is stopped by its ``execution_timeout``
   (while it waits before publishing) ends that try with the job's own line, and its retry
-  publishes the night and leaves the finished record in XCom.
+  publishes the night and leaves the finished record in XCom; a try stopped from outside (the
+  SIGTERM Airflow's supervisor sends) ends with the job's own line too.
 """
 
 from __future__ import annotations
@@ -62,6 +63,15 @@ def test_only_bad_config_bad_input_and_a_failed_gate_are_not_retried(code, retry
     line = "ndcg-spark: error: the line"
     assert outcome(code, line)[0] is retry
     assert outcome(code, line)[1].endswith(": ndcg-spark: error: the line")
+
+
+def test_the_modules_examples_run():
+    import doctest
+
+    import ndcg_spark.airflow
+
+    results = doctest.testmod(ndcg_spark.airflow)
+    assert results.attempted >= 5 and results.failed == 0
 
 
 class Log:
@@ -120,8 +130,7 @@ def test_exit_0_returns_the_finished_record_and_each_line_reaches_the_log_as_it_
     )
     assert task.execute({"ti": TaskInstance()}) == json.loads(RECORD)
     when = {line: t for t, _, line in log.lines}
-    # stdout and stderr are read side by side: each in its order, not one with the other.
-    assert sorted(log.text()[1:3]) == ["progress on stderr", "reading"] and log.text()[3:] == [RECORD]
+    assert log.text()[1:] == ["reading", "progress on stderr", RECORD]
     assert when["reading"] < when[RECORD] - 1.0 and when["progress on stderr"] < when[RECORD] - 1.0
 
 
@@ -149,7 +158,8 @@ def test_a_failed_gate_fails_without_retry_naming_its_line_and_keeps_the_record(
 
 def test_a_locked_output_fails_so_that_airflow_retries(monkeypatch):
     task = stand_in(
-        "import sys; print('ndcg-spark: error: a live run holds /out', file=sys.stderr); sys.exit(5)",
+        # Its last line without a newline, and not ASCII: logged whole at the end.
+        "import sys; sys.stderr.write('ndcg-spark: error: a live run holds /out/\u00e9t\u00e9'); sys.exit(5)",
         Log(),
         monkeypatch,
     )
@@ -158,7 +168,7 @@ def test_a_locked_output_fails_so_that_airflow_retries(monkeypatch):
     assert not isinstance(failed.value, AirflowFailException)
     assert (
         str(failed.value)
-        == "ndcg-spark exited 5 (a live run holds the output): ndcg-spark: error: a live run holds /out"
+        == "ndcg-spark exited 5 (a live run holds the output): ndcg-spark: error: a live run holds /out/été"
     )
 
 
@@ -176,7 +186,7 @@ STOPPING = """
 """
 
 
-def stop_like_airflow(task: NdcgSparkOperator, log: Log, after: str) -> None:
+def stop_like_airflow(task: NdcgSparkOperator, log: Log, after: str, signals: int = 1) -> None:
     """As Airflow's task runner does on a stop from outside: a SIGTERM to the task's process, whose
     handler calls ``on_kill`` (the supervisor signals the task's process group; the job has its own)."""
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: task.on_kill())
@@ -184,7 +194,9 @@ def stop_like_airflow(task: NdcgSparkOperator, log: Log, after: str) -> None:
     def send():
         while not any(line.startswith(after) for _, _, line in log.lines[1:]):
             time.sleep(0.05)
-        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(signals):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.1)
 
     threading.Thread(target=send, daemon=True).start()
     try:
@@ -199,11 +211,24 @@ def test_on_kill_stops_the_job_and_its_log_ends_with_the_jobs_own_line(monkeypat
     with pytest.raises(AirflowException) as failed:
         stop_like_airflow(task, log, "working")
     assert not isinstance(failed.value, AirflowFailException)
-    # The job's two last lines (stdout and stderr, read side by side), then its exit.
-    assert set(log.text()[-3:-1]) == {
+    assert log.text()[-3:] == [
         '{"event": "ndcg_spark.finished", "status": "terminated"}',
         "ndcg-spark: error: stopped by SIGTERM before publishing /out",
-    }
+        "ndcg-spark ended with exit code 143",
+    ]
+
+
+def test_on_kill_called_again_while_it_waits_leaves_the_job_to_its_clean_stop(monkeypatch):
+    """A second SIGTERM would end the job at once: a stop from outside during a timeout's on_kill
+    sends none."""
+    log = Log()
+    task = stand_in(STOPPING, log, monkeypatch)
+    with pytest.raises(AirflowException):
+        stop_like_airflow(task, log, "working", signals=2)
+    assert [line for line in log.text() if line.startswith("stopping ")] == [
+        f"stopping ndcg-spark: SIGTERM to its process group ({task._process.pid})"
+    ]
+    assert log.text().count('{"event": "ndcg_spark.finished", "status": "terminated"}') == 1
     assert log.text()[-1] == "ndcg-spark ended with exit code 143"
 
 
@@ -267,17 +292,33 @@ def dag_run(tmp_path_factory):
     }
     airflow = str(Path(sys.executable).parent / "airflow")
     subprocess.run([airflow, "db", "migrate"], env=env, cwd=home, check=True, capture_output=True, timeout=300)
-    ran = subprocess.run(
+    ran = subprocess.Popen(
         [airflow, "dags", "test", "ndcg_spark_tries", "2026-11-25"],
         env=env,
         cwd=home,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
-        timeout=600,
     )
+    # A stop from outside: once stopped_from_outside waits before its publish, a SIGTERM to the
+    # process the task runs in (``dags test`` runs the tasks in its own process), whose handler
+    # Airflow's task runner installs to call on_kill.
+    stop = threading.Thread(target=stop_when, args=(out / "stopped_from_outside.paused", ran), daemon=True)
+    stop.start()
+    try:
+        output, _ = ran.communicate(timeout=600)
+    finally:
+        ran.kill()
     db = sqlite3.connect(home / "airflow.db")
-    yield ran.stdout + ran.stderr, db, out
+    yield output, db, out
     db.close()
+
+
+def stop_when(paused: Path, process: subprocess.Popen) -> None:
+    while not paused.exists() and process.poll() is None:
+        time.sleep(0.2)
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
 
 
 def tries(db, task_id):
@@ -329,11 +370,10 @@ def test_a_try_stopped_by_its_timeout_ends_with_the_jobs_line_and_the_retry_publ
     first, second = task_logs(output, "night")
     # The first try: Airflow's timeout, on_kill's SIGTERM, then the job's own ending in the log.
     assert any(line.startswith("stopping ndcg-spark: SIGTERM to its process group") for line in first[:-3])
-    # The job's two last lines, on stdout and stderr (read side by side: either may come first).
-    record_line, error_line = sorted(first[-3:-1], key=lambda line: not line.startswith("{"))
-    stopped = json.loads(record_line)
+    # The job's own last lines: its finished record on stdout, then its one line on stderr.
+    stopped = json.loads(first[-3])
     assert (stopped["status"], stopped["signal"], stopped["published"]) == ("terminated", "SIGTERM", False)
-    assert error_line == (
+    assert first[-2] == (
         f"ndcg-spark: error: stopped by SIGTERM before publishing {out}/night (run_date=2026-11-25): "
         "the previous result is as it was"
     )
@@ -346,6 +386,23 @@ def test_a_try_stopped_by_its_timeout_ends_with_the_jobs_line_and_the_retry_publ
     assert {k: record["mean_ndcg"][k] for k in SAMPLE_NDCG} == pytest.approx(SAMPLE_NDCG, rel=1e-12)
     assert (out / "night" / "_manifests" / "run_date=2026-11-25" / "summary.json").exists()
     assert list((out / "night").rglob("*.lock")) == []
+
+
+def test_a_try_stopped_from_outside_ends_with_the_jobs_line_and_leaves_the_previous_result(dag_run):
+    output, db, out = dag_run
+    assert tries(db, "stopped_from_outside") == [("failed", 1)], output[-3000:]
+    (log,) = task_logs(output, "stopped_from_outside")
+    assert any(line.startswith("stopping ndcg-spark: SIGTERM to its process group") for line in log[:-3])
+    assert (
+        f"ndcg-spark: error: stopped by SIGTERM before publishing {out}/outside (run_date=2026-11-25): "
+        "the previous result is as it was"
+    ) == log[-2]
+    assert json.loads(log[-3])["status"] == "terminated"
+    assert log[-1] == "ndcg-spark ended with exit code 143"
+    assert (
+        "AirflowException: ndcg-spark exited 143 (stopped by SIGTERM): ndcg-spark: error: stopped by SIGTERM" in output
+    )
+    assert not (out / "outside" / "_manifests").exists() and list((out / "outside").rglob("*.lock")) == []
 
 
 def test_a_job_whose_task_process_is_killed_gets_sigterm(tmp_path):

@@ -24,6 +24,7 @@ MODULES = [
     "ndcg_spark._sql",
     "ndcg_spark.job.console",
     "ndcg_spark.job.config",
+    "ndcg_spark.job.targets",
     "ndcg_spark.reading",
     "ndcg_spark.conventions",
     "ndcg_spark.ml",

@@ -12,14 +12,17 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 from chispa import assert_df_equality
 
-from ndcg_spark.errors import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK, EXIT_QUALITY_GATE
-from ndcg_spark.job import parse_config, publish, run
+from ndcg_spark.errors import EXIT_CONFIG, EXIT_FAILURE, EXIT_LOCKED, EXIT_OK, EXIT_QUALITY_GATE
+from ndcg_spark.job import parse_config, publish, run, sinks
+from ndcg_spark.job.result import RunResult
 from tests.faults import failing_at
-from tests.publishing import DATE, ROOT, WAIT, kill_group, wait_for
+from tests.publishing import DATE, ROOT, WAIT, kill_group
 
 pytestmark = pytest.mark.job  # the job's tests: left out of the library's loop (CONTRIBUTING.md)
 
@@ -51,22 +54,36 @@ def partitions(spark, family, member, date):
                   .collect())  # fmt: skip
 
 
-def test_nights_replace_and_match_the_directory_output(spark, inputs, published, db, capsys):
-    """First night, second night (its drop gate against the first, read from the tables), a
-    re-run that replaces the second; the summary is the directory output's for the same input."""
+def test_nights_reruns_and_failures_show_whole_nights_only(spark, inputs, published, db, capsys, monkeypatch):
+    """First night; a second one whose drop gate (against the first, read from the tables) fails;
+    re-runs of it failing before their runs row (the night stays as it was, the failed run's rows
+    go) and between their drops (the new night shows whole); a plain retry replaces the night,
+    one run per table. The figures are the directory output's for the same input."""
     family = f"{db}.ndcg"
     assert run(table_args(inputs, family, "good", "--run-date", DATE)) == EXIT_OK
     assert run(table_args(inputs, family, "worse", "--run-date", NEXT, "--fail-if-drop", "5:0.01")) == EXIT_QUALITY_GATE
     assert "regression gate failed: run_date 2026-11-21 -> 2026-11-22" in capsys.readouterr().err
-    first = night(spark, family, NEXT)
+    shown = night(spark, family, NEXT)["runs"]
+    for step in ("staged", "dropped:per_user"):
+        monkeypatch.setattr(publish, "at_step", failing_at(step))
+        assert run(table_args(inputs, family, "good", "--run-date", NEXT)) == EXIT_FAILURE
+        seen = night(spark, family, NEXT)
+        assert seen["per_user"] == seen["summary"] == seen["runs"] and len(seen["runs"]) == 1, step
+        assert (seen["runs"] == shown) == (step == "staged"), step
+        assert spark.table(f"{family}_per_user").where(f"run_date = '{NEXT}'").count() == 60
+        assert spark.table(f"{family}_summary").where(f"run_date = '{NEXT}'").count() == 2
+        if step == "staged":  # the failed run dropped its own rows
+            assert len(partitions(spark, family, "per_user", NEXT)) == 1
+        shown = seen["runs"]
+    monkeypatch.setattr(publish, "at_step", publish._no_fault)
     assert run(table_args(inputs, family, "good", "--run-date", NEXT, "--fail-if-drop", "5:0.01")) == EXIT_OK
     out = capsys.readouterr().out
     assert f"wrote {family}" in out and "regression gate passed: run_date 2026-11-21 -> 2026-11-22" in out
-    second = night(spark, family, NEXT)
     # Replaced, not duplicated: one run per night in every view and storage table.
-    assert len(second["runs"]) == 1 and second["per_user"] == second["summary"] == second["runs"] != first["runs"]
-    assert [p.split("/run_id=")[1] for p in partitions(spark, family, "per_user", NEXT)] == sorted(second["runs"])
-    assert len(partitions(spark, family, "runs", NEXT)) == 1
+    retried = night(spark, family, NEXT)
+    assert len(retried["runs"]) == 1 and retried["per_user"] == retried["summary"] == retried["runs"] != shown
+    for member in ("per_user", "summary", "runs"):
+        assert [p.split("/run_id=")[1] for p in partitions(spark, family, member, NEXT)] == sorted(retried["runs"])
     # The folder output of the same input, the same figures.
     summary = spark.table(f"{family}_summary").where(f"run_date = '{DATE}'").drop("run_date", "run_id")
     folder = spark.read.parquet(str(published / "summary" / f"run_date={DATE}"))
@@ -80,36 +97,16 @@ def test_nights_replace_and_match_the_directory_output(spark, inputs, published,
     assert json.loads(row.gates)[0]["passed"] is True and json.loads(row.rows)["relevance"]["read"] == 120
     assert row.report.startswith("<!DOCTYPE html>") and "Mean NDCG@k by run_date" in row.report and DATE in row.report
     assert json.loads(row.manifest)["run"]["id"] == row.run_id and row.duration_seconds > 0
+    # MLflow's artifacts: the manifest and the report, read back from the runs row.
+    config, _ = parse_config(table_args(inputs, family, "good", "--run-date", NEXT))
+    texts = sinks.sink_for(spark, config).texts(RunResult.from_json(json.loads(row.manifest)))
+    assert texts == {"summary.json": row.manifest, "report.html": row.report}
     # history --output-table: both nights, the second as re-run.
     assert run(["history", "--output-table", family, "--json"]) == EXIT_OK
-    shown = json.loads(capsys.readouterr().out)
-    assert shown["output"] == family and shown["runs"] == [DATE, NEXT]
-    assert {(r["run_date"], r["k"], r["gates"]) for r in shown["rows"]} == {
+    history = json.loads(capsys.readouterr().out)
+    assert history["output"] == family and history["runs"] == [DATE, NEXT]
+    assert {(r["run_date"], r["k"], r["gates"]) for r in history["rows"]} == {
         (DATE, 3, "-"), (DATE, 5, "-"), (NEXT, 3, "passed"), (NEXT, 5, "passed")}  # fmt: skip
-
-
-def test_a_failed_rerun_shows_one_whole_night_and_the_retry_repairs(spark, inputs, db, monkeypatch):
-    """Re-runs failing before their runs row (the night stays as it was), right after it and
-    between its drops (the new night shows whole); each next run drops what the last one left,
-    and a plain retry leaves one run per table."""
-    family = f"{db}.ndcg"
-    assert run(table_args(inputs, family, "good", "--run-date", DATE)) == EXIT_OK
-    shown = night(spark, family, DATE)["runs"]
-    for step in ("staged", "published", "dropped:per_user"):
-        monkeypatch.setattr(publish, "at_step", failing_at(step))
-        assert run(table_args(inputs, family, "worse", "--run-date", DATE)) == EXIT_FAILURE
-        seen = night(spark, family, DATE)
-        assert seen["per_user"] == seen["summary"] == seen["runs"] and len(seen["runs"]) == 1, step
-        assert (seen["runs"] == shown) == (step == "staged"), step
-        assert spark.table(f"{family}_per_user").where(f"run_date = '{DATE}'").count() == 60
-        assert spark.table(f"{family}_summary").where(f"run_date = '{DATE}'").count() == 2
-        shown = seen["runs"]
-    monkeypatch.setattr(publish, "at_step", publish._no_fault)
-    assert run(table_args(inputs, family, "worse", "--run-date", DATE)) == EXIT_OK
-    retried = night(spark, family, DATE)["runs"]
-    assert retried != shown and len(retried) == 1
-    for member in ("per_user", "summary", "runs"):
-        assert [p.split("/run_id=")[1] for p in partitions(spark, family, member, DATE)] == sorted(retried)
 
 
 def test_quarantine_and_compare_have_their_tables(spark, inputs, db, capsys):
@@ -131,6 +128,17 @@ def test_quarantine_and_compare_have_their_tables(spark, inputs, db, capsys):
     assert "holds the results of 'ndcg-spark evaluate'" in capsys.readouterr().err
     assert run(table_args(inputs, family, "good", "--partition", "model=a")) == EXIT_CONFIG
     assert "is partitioned by run_date, not by model" in capsys.readouterr().err
+
+
+def test_a_second_run_of_the_night_while_the_first_lives_exits_5(spark, inputs, db, capsys):
+    """The night's lock lies beside the database's tables: a live holder refuses the second run."""
+    config, _ = parse_config(table_args(inputs, f"{db}.ndcg", "good", "--run-date", DATE))
+    sink = sinks.sink_for(spark, config)
+    with sink.locked("20261121T020001Z-1a2b3c4d", config.output):
+        assert run(table_args(inputs, f"{db}.ndcg", "good", "--run-date", DATE)) == EXIT_LOCKED
+    err = capsys.readouterr().err
+    assert f"output {db}.ndcg (run_date={DATE}) is locked by run 20261121T020001Z-1a2b3c4d" in err
+    assert not spark.catalog.tableExists(f"{db}.ndcg_runs_data")
 
 
 @pytest.mark.parametrize(
@@ -186,24 +194,62 @@ def start(base, inputs, step, first=False):
     return proc
 
 
+class KillChain(threading.Thread):
+    """The night published, its re-run SIGKILLed at ``staged``, the next at ``published``, then a
+    plain retry: three JVMs on one Hive metastore, one after another, each recording what a reader
+    saw when it started and (the last) when it ended."""
+
+    def __init__(self, base, inputs):
+        super().__init__(daemon=True)
+        self.base, self.inputs, self.seen, self.error, self.proc = base, inputs, [], None, None
+
+    def run(self) -> None:
+        try:
+            for step in ("staged", "published", "-"):
+                self.proc = start(self.base, self.inputs, step, first=step == "staged")
+                if step == "-":
+                    _, self.stderr = self.proc.communicate(timeout=WAIT)
+                    assert self.proc.returncode == 0, self.stderr[-3000:]
+                else:
+                    deadline = time.time() + WAIT
+                    while not (self.base / "paused").exists():
+                        assert self.proc.poll() is None and time.time() < deadline, self.proc.stderr.read()[-3000:]
+                        time.sleep(0.1)
+                    kill_group(self.proc)
+                    (self.base / "paused").unlink()
+                self.seen.append(json.loads((self.base / "seen.json").read_text()))
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            self.error = exc
+
+
+@pytest.fixture(scope="module", autouse=True)
+def kill_chain(request, tmp_path_factory):
+    """The kill chain, started before this file's first test when its test is selected, so that
+    its JVMs run beside the in-process tests; its test, the file's last, checks what it saw."""
+    if not any(item.name == KILL_TEST for item in request.session.items):
+        yield None
+        return
+    chain = KillChain(tmp_path_factory.mktemp("hive"), request.getfixturevalue("inputs"))
+    chain.start()
+    yield chain
+    if chain.is_alive() and chain.proc is not None and chain.proc.poll() is None:
+        kill_group(chain.proc)
+
+
+KILL_TEST = "test_sigkilled_reruns_on_a_hive_metastore_never_show_a_partial_night"
+
+
 @pytest.mark.process
-def test_sigkilled_reruns_on_a_hive_metastore_never_show_a_partial_night(inputs, tmp_path):
+def test_sigkilled_reruns_on_a_hive_metastore_never_show_a_partial_night(kill_chain):
     """A night published, then its re-run SIGKILLed before its runs row (``staged``), and the
     next re-run SIGKILLed right after its runs row (``published``): after each kill the readers
     see one whole night, the old one then the new one; a plain retry, with no flag, breaks the
     dead run's lock, drops what the killed runs left and publishes."""
-    seen = []
-    for step in ("staged", "published", "-"):
-        proc = start(tmp_path, inputs, step, first=step == "staged")
-        if step == "-":
-            _, err = proc.communicate(timeout=WAIT)
-            assert proc.returncode == 0, err[-3000:]
-            assert "breaking the lock of run" in err
-        else:
-            wait_for((tmp_path / "paused").exists, proc, f"step {step}")
-            kill_group(proc)
-            (tmp_path / "paused").unlink()
-        seen.append(json.loads((tmp_path / "seen.json").read_text()))
+    kill_chain.join(WAIT)
+    if kill_chain.error is not None:
+        raise kill_chain.error
+    seen = kill_chain.seen
+    assert "breaking the lock of run" in kill_chain.stderr
     assert seen[0]["before"] == {} and seen[0]["first"] == EXIT_OK  # a new metastore, then the first night
     stored = set()
     for killed, old_or_new in ((seen[1]["before"], "old"), (seen[2]["before"], "new")):
@@ -215,6 +261,7 @@ def test_sigkilled_reruns_on_a_hive_metastore_never_show_a_partial_night(inputs,
         assert (shown == min(ids)) == (old_or_new == "old")
         stored |= ids
     after = seen[2]["after"]
+    assert seen[2]["code"] == EXIT_OK
     ((_, final, _),) = after["per_user"]
     assert final not in stored and after["per_user_data"] == [f"run_date={DATE}/run_id={final}"]
     assert after["runs_data"] == after["summary_data"] == after["per_user_data"]

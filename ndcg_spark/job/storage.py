@@ -84,7 +84,7 @@ def check_connect(spark, config) -> None:
         raise ConfigError(
             f"output {output!r}: over Spark Connect the client writes summary.json and report.html with its "
             "own file system, which cannot reach a " + scheme + ":// URI; run the job with spark-submit "
-            "(classic mode) or give a path the client and the server share"
+            "(classic mode), give a path the client and the server share, or write catalog tables (--output-table)"
         )
 
 

@@ -30,14 +30,14 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import json
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ndcg_spark.errors import ConfigError
 from ndcg_spark.job import lease, publish, storage
+from ndcg_spark.job.family import RUN_COLUMNS, RUNS, Family, TableRuns, create_view, night_view, runs_view
 from ndcg_spark.job.result import RunResult
 from ndcg_spark.job.verdict import gates_summary
 
@@ -49,113 +49,10 @@ MEMBERS = {
     "rejected/relevance": "rejected",
     "comparison": "comparison",
 }
-RUNS = "runs"
-#: A storage table's name: the view's and this suffix.
-DATA = "_data"
-#: The runs row: its columns before the partition key and ``run_id``.
-RUN_COLUMNS = (
-    "command string, status string, verdict string, gates string, rows string, settings string, "
-    "input_rows string, spark_version string, duration_seconds double, report string, manifest string"
-)
 #: Formats that replace rows atomically (``DELETE``); the others drop partitions.
 V2_FORMATS = ("delta", "iceberg")
 #: Hours after which a partition no runs row names is dropped by a run that holds no lock.
 ORPHAN_HOURS = 24
-
-
-def _literal(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-class Family:
-    """The names of one family of tables: ``db.ndcg`` -> ``db.ndcg_summary`` (a view), ``db.ndcg_summary_data``."""
-
-    def __init__(self, spark, name: str):
-        self.spark, self.name = spark, name
-
-    def view(self, member: str) -> str:
-        return f"{self.name}_{member}"
-
-    def data(self, member: str) -> str:
-        return f"{self.name}_{member}{DATA}"
-
-    def exists(self, table: str) -> bool:
-        return bool(self.spark.catalog.tableExists(table))
-
-    def partition_columns(self, table: str) -> List[str]:
-        return [c.name for c in self.spark.catalog.listColumns(table) if c.isPartition]
-
-    def run_ids(self, table: str, key: str, value: str) -> List[str]:
-        """The run ids with a partition of the night ``key=value`` in a storage table."""
-        if not self.exists(table):
-            return []
-        rows = self.spark.sql(f"SHOW PARTITIONS {table} PARTITION ({key} = {_literal(value)})").collect()
-        ids = []
-        for row in rows:
-            parts = dict(p.split("=", 1) for p in row[0].split("/"))
-            ids.append(parts.get("run_id"))
-        return sorted(i for i in ids if i)
-
-    def current_run(self, key: str, value: str) -> Optional[str]:
-        """The run whose rows the views show for the night, or None."""
-        if not self.exists(self.view(RUNS)):
-            return None
-        rows = self.spark.table(self.view(RUNS)).where(F.col(key) == value).select("run_id").collect()
-        return rows[0]["run_id"] if rows else None
-
-    def drop(self, table: str, key: str, value: str, run_ids: List[str], v2: bool) -> None:
-        if not run_ids:
-            return
-        if v2:
-            listed = ", ".join(_literal(r) for r in run_ids)
-            self.spark.sql(f"DELETE FROM {table} WHERE {key} = {_literal(value)} AND run_id IN ({listed})")
-            return
-        parts = ", ".join(f"PARTITION ({key} = {_literal(value)}, run_id = {_literal(r)})" for r in run_ids)
-        self.spark.sql(f"ALTER TABLE {table} DROP IF EXISTS {parts}")
-
-
-class TableRuns:
-    """The published runs of a family (its runs view): what the drop gate, the trend and
-    ``history --output-table`` read."""
-
-    def __init__(self, spark, name: str):
-        self.family, self.root, self.shown = Family(spark, name), name, name
-
-    def key(self) -> str:
-        runs = self.family.data(RUNS)
-        if not self.family.exists(runs):
-            raise ConfigError(f"output_table {self.root} holds no ndcg-spark runs")
-        if self.family.exists(self.family.data("comparison")):
-            raise ConfigError(
-                f"output_table {self.root} holds the results of 'ndcg-spark compare', which has no history"
-            )
-        return [c for c in self.family.partition_columns(runs) if c != "run_id"][0]
-
-    def history(
-        self, key: str = "run_date", last: Optional[int] = None, before: Optional[str] = None
-    ) -> List[Tuple[str, RunResult]]:
-        view = self.family.view(RUNS)
-        if not self.family.exists(view):
-            return []
-        runs = self.family.spark.table(view)
-        if before is not None:
-            runs = runs.where(F.col(key) < before)
-        rows = sorted((r[0], r[1]) for r in runs.select(key, "manifest").collect())
-        if last is not None:
-            rows = rows[-last:] if last > 0 else []
-        return [(value, RunResult.from_json(json.loads(manifest))) for value, manifest in rows]
-
-    def previous(self, before: str, key: str = "run_date", *, passed_only: bool = False):
-        for value, result in reversed(self.history(key, before=before)):
-            if not passed_only or not result.failed:
-                return value, []
-        return None, []
-
-    def per_user(self, spark, value: str, key: str = "run_date") -> DataFrame:
-        return spark.table(self.family.view("per_user")).where(F.col(key) == value).drop(key, "run_id")
-
-    def missing(self, value: str, key: str, result: RunResult) -> List[str]:
-        return []  # a view shows a night's rows with its runs row, or none
 
 
 class _NoLock:
@@ -165,6 +62,16 @@ class _NoLock:
 
     def ensure(self) -> None:
         pass
+
+
+class _Named:
+    """The lock's files, named in messages as the table family (``output ev.ndcg is locked ...``)."""
+
+    def __init__(self, files: storage.Files, name: str):
+        self._files, self.shown = files, name
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._files, attr)
 
 
 class TableSink:
@@ -213,7 +120,8 @@ class TableSink:
         except Exception:  # noqa: BLE001 - a catalog without databases' locations: the warehouse
             location = self.spark.conf.get("spark.sql.warehouse.dir")
         root = storage.qualify(self.spark, f"{location.rstrip('/')}/_ndcg_spark/{names[-1]}")
-        return publish.Place(storage.files_for(self.spark, root), self.command, self.output.partition)
+        files = _Named(storage.files_for(self.spark, root), self.root)
+        return publish.Place(files, self.command, self.output.partition)
 
     def locked(self, run_id: str, output):
         self.place = self._lock_place()
@@ -225,13 +133,18 @@ class TableSink:
     def recover(self) -> None:
         """Drop what earlier runs of the night left that no view shows: all of it when this run
         holds the night's lock; without one, the superseded runs and rows a day old."""
-        self.drop_others(self.family.current_run(self.key, self.value), steps=False)
+        self.drop_others(steps=False)
 
-    def drop_others(self, keep: Optional[str], steps: bool = True) -> None:
-        """Drop the night's partitions of every run but ``keep`` (the current one), runs rows last
-        (``steps``: a publish's named steps, ``dropped:<member>``, for the fault tests)."""
+    def drop_others(self, steps: bool = True) -> None:
+        """Drop the night's partitions of every run but the current one, runs rows last (``steps``:
+        a publish's named steps, ``dropped:<member>``, for the fault tests).
+
+        The runs with a runs row are listed before the current one is read: a run whose row was
+        written meanwhile is then either current or not listed, so a run without the lock (over
+        Spark Connect) never drops the rows of a night that another run has just published."""
         family = self.family
         named = set(family.run_ids(family.data(RUNS), self.key, self.value))
+        keep = family.current_run(self.key, self.value)
         for member in self.members():
             table = family.data(member)
             ids = [r for r in family.run_ids(table, self.key, self.value) if r != keep and self._droppable(r, named)]
@@ -331,13 +244,13 @@ class TableStage:
             guard()
         row = self._runs_row(marker)
         _append(sink, family.data(RUNS), row.limit(0))  # the runs table, empty, for the views to name
-        _create_view(family, RUNS, _runs_view(family, sink.key))
+        create_view(family, RUNS, runs_view(family, sink.key))
         for member in sorted({MEMBERS[n] for n in self.written}):
-            _create_view(family, member, _view(family, member, sink.key))
+            create_view(family, member, night_view(family, member, sink.key))
         _append(sink, family.data(RUNS), row)
         self.published = True
         publish.at_step("published")
-        sink.drop_others(self.run_id)
+        sink.drop_others()
 
     def _runs_row(self, marker: Dict[str, Any]) -> DataFrame:
         result = RunResult.from_json(marker)
@@ -384,32 +297,3 @@ def _append(sink: TableSink, table: str, df: DataFrame) -> None:
     if sink.output.table_format is not None:
         writer = writer.format(sink.output.table_format)
     writer.saveAsTable(table)
-
-
-def _create_view(family: Family, member: str, query: str) -> None:
-    """Create the view ``db.ndcg_<member>`` once (a run of another night may make it meanwhile)."""
-    view = family.view(member)
-    if family.exists(view):
-        return
-    try:
-        family.spark.sql(f"CREATE VIEW {view} AS {query}")
-    except Exception:
-        if not family.exists(view):
-            raise
-
-
-def _view(family: Family, member: str, key: str) -> str:
-    """The rows of each night's current run: those its runs row names."""
-    return (
-        f"SELECT d.* FROM {family.data(member)} d "
-        f"LEFT SEMI JOIN {family.view(RUNS)} r ON d.{key} = r.{key} AND d.run_id = r.run_id"
-    )
-
-
-def _runs_view(family: Family, key: str) -> str:
-    """Per night, the runs row published last."""
-    columns = ", ".join([c.split()[0] for c in RUN_COLUMNS.split(", ")] + ["published_at", key, "run_id"])
-    return (
-        f"SELECT {columns} FROM (SELECT *, row_number() OVER (PARTITION BY {key} ORDER BY published_at DESC, "
-        f"run_id DESC) AS _latest FROM {family.data(RUNS)}) WHERE _latest = 1"
-    )

@@ -1,8 +1,9 @@
 """The DAG tests/test_airflow.py runs under a real Airflow (``airflow dags test``).
 
-Three tasks on the bundled sample, each with retries: a night whose first try is stopped by its
-``execution_timeout`` while it waits before publishing (the job's own fault hook, tests/faults.py)
-and whose second try completes; a missing input (exit 3); a failed gate (exit 4).
+Four tasks on the bundled sample: a night whose first try is stopped by its ``execution_timeout``
+while it waits before publishing (the job's own fault hook, tests/faults.py) and whose second try
+completes; a try stopped from outside while it waits there; a missing input (exit 3) and a
+failed gate (exit 4), each with retries.
 
 Paths come from the environment the test sets: NDCG_SPARK_ROOT (the repository) and
 NDCG_SPARK_OUT (a folder of the test's own).
@@ -55,6 +56,15 @@ with DAG(
         cwd=str(ROOT),
         execution_timeout=TIMEOUT,
         pre_execute=timeout_of_the_try,
+    )
+    NdcgSparkOperator(
+        task_id="stopped_from_outside",
+        # Waits before its publish until the test stops the task from outside (a SIGTERM to the
+        # task's process, as Airflow's supervisor sends one): no retry, to read that try alone.
+        command=[sys.executable, "-m", "tests.faults", "staged", str(OUT / "stopped_from_outside.paused"), "--"],
+        arguments=[*SAMPLE, "--output", str(OUT / "outside"), "--run-date", "{{ ds }}"],
+        cwd=str(ROOT),
+        retries=0,
     )
     NdcgSparkOperator(
         task_id="missing_input",
