@@ -100,6 +100,23 @@ def _condition(exc: BaseException) -> Optional[str]:
         return None
 
 
+#: The one line of a Spark Connect server that ended under the run (its client gave up retrying).
+CONNECT_GONE = (
+    "the Spark Connect server ended or cannot be reached (killed? out of memory?): the run stopped; the "
+    "previous result stands and the next run completes or clears what this one left"
+)
+
+
+def connect_gone(exc: BaseException) -> bool:
+    """Whether ``exc`` is Spark Connect's client giving up on a server it cannot reach (gRPC
+    ``UNAVAILABLE`` after its retries)."""
+    code = getattr(exc, "getGrpcStatusCode", None)
+    try:
+        return callable(code) and getattr(code(), "name", None) == "UNAVAILABLE"
+    except Exception:  # noqa: BLE001 - not a gRPC error after all
+        return False
+
+
 def spark_gone(exc: BaseException) -> bool:
     """Whether ``exc`` (or an exception behind it) is Py4J losing its connection to the driver's JVM.
 
@@ -154,6 +171,8 @@ def as_error(exc: BaseException) -> NdcgError:
         return exc
     if spark_gone(exc):
         return SparkGone(SPARK_GONE)
+    if connect_gone(exc):
+        return SparkGone(CONNECT_GONE)
     if _condition(exc) == "JAVA_GATEWAY_EXITED":  # PySpark could not start the driver's JVM
         return NdcgError(JVM_DID_NOT_START)
     failures = list(_spark_failures(exc))

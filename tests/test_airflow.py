@@ -57,7 +57,18 @@ SAMPLE_NDCG = {"1": 0.0027784920013710743, "5": 0.0032702584505624552, "10": 0.0
 
 @pytest.mark.parametrize(
     "code, retry",
-    [(0, True), (1, True), (2, False), (3, False), (4, False), (5, True), (130, True), (143, True), (-9, True)],
+    [
+        (0, True),
+        (1, True),
+        (2, False),
+        (3, False),
+        (4, False),
+        (5, True),
+        (6, True),
+        (130, True),
+        (143, True),
+        (-9, True),
+    ],
 )
 def test_only_bad_config_bad_input_and_a_failed_gate_are_not_retried(code, retry):
     line = "ndcg-spark: error: the line"

@@ -197,3 +197,19 @@ def test_a_jvm_that_does_not_start_is_one_line_without_an_exception_name():
         exited = PySparkRuntimeError(error_class="JAVA_GATEWAY_EXITED", message_parameters={})
     error = as_error(exited)
     assert (error.exit_code, str(error)) == (1, JVM_DID_NOT_START)
+
+
+def test_a_spark_connect_server_gone_is_the_same_exit_code():
+    """Over Spark Connect the driver is the server: its client gives up with gRPC's UNAVAILABLE."""
+    connect = pytest.importorskip("pyspark.errors.exceptions.connect")
+    grpc = pytest.importorskip("grpc")
+
+    from ndcg_spark.errors import CONNECT_GONE, as_error
+
+    try:
+        gone = connect.SparkConnectGrpcException("no server", grpc_status_code=grpc.StatusCode.UNAVAILABLE)
+        other = connect.SparkConnectGrpcException("bad plan", grpc_status_code=grpc.StatusCode.INTERNAL)
+    except TypeError:
+        pytest.skip("PySpark 3.5's Spark Connect errors carry no gRPC status")
+    assert (as_error(gone).exit_code, str(as_error(gone))) == (EXIT_SPARK_GONE, CONNECT_GONE)
+    assert as_error(other).exit_code == 1

@@ -93,6 +93,21 @@ def _handler(signum: int, frame: Any) -> None:
 
 def _cancelling(signum: int) -> None:
     deadline = time.time() + GRACE
+    # The cancelling calls in a thread of their own: one that blocks (a Spark Connect server gone,
+    # whose client retries for minutes) must not hold back the end of the grace period.
+    threading.Thread(target=_cancel_until, args=(deadline,), name="ndcg-spark-cancel", daemon=True).start()
+    time.sleep(max(0.0, deadline - time.time()))
+    print(
+        f"ndcg-spark: error: stopped by {name(signum)}: the run did not end within {GRACE:.0f} s; ending it "
+        "(its lock is broken by the next run)",
+        file=sys.stderr,
+        flush=True,
+    )
+    os._exit(exit_code(signum))
+
+
+def _cancel_until(deadline: float) -> None:
+    """Cancel the session's jobs every half second until ``deadline`` (none may start after)."""
     while time.time() < deadline:
         spark = _spark
         try:
@@ -103,13 +118,6 @@ def _cancelling(signum: int) -> None:
         except Exception:  # noqa: BLE001 - a session stopping: nothing left to cancel
             pass
         time.sleep(0.5)
-    print(
-        f"ndcg-spark: error: stopped by {name(signum)}: the run did not end within {GRACE:.0f} s; ending it "
-        "(its lock is broken by the next run)",
-        file=sys.stderr,
-        flush=True,
-    )
-    os._exit(exit_code(signum))
 
 
 def tasks_ended(longest: float = 10.0) -> None:
