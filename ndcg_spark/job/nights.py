@@ -84,8 +84,7 @@ def unfinished(files, key: str) -> List[Night]:
             for run_id in files.list(place.staging_root):
                 journal = files.read_text(f"{place.staging_root}/{run_id}/publish.json")
                 if journal is not None:
-                    marker = json.loads(json.loads(journal)["marker_text"])
-                    nights[value] = Night(value, "interrupted", INTERRUPTED, RunResult.from_json(marker, "evaluate"))
+                    nights[value] = _interrupted(value, journal)
     for name in files.list(files.path(publish.STATE, "locks")):
         if name.startswith(prefix) and name.endswith(".lock"):
             value = name[len(prefix) : -len(".lock")]
@@ -108,12 +107,23 @@ def unfinished(files, key: str) -> List[Night]:
     return [nights[v] for v in sorted(nights)]
 
 
+def _interrupted(value: str, journal: str) -> Night:
+    """A publish cut short, with its staged result read from its journal (if it reads)."""
+    try:
+        marker = json.loads(json.loads(journal)["marker_text"])
+        return Night(value, "interrupted", INTERRUPTED, RunResult.from_json(marker, "evaluate"))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return Night(value, "interrupted", "the next run completes it (its journal does not read as one; no figures)")
+
+
 def _failed(files, key: str, value: str) -> Optional[Night]:
     """The failed run of a night, unless a complete run published after it."""
     place = publish.Place(files, "evaluate", Partition(key, value))
     try:
         note = json.loads(files.read_text(failure_note(files, place.name)) or "")
     except ValueError:
+        return None
+    if not isinstance(note, dict) or not isinstance(note.get("failed_epoch", 0), (int, float)):
         return None
     published = files.modified(place.marker)
     if published is not None and published >= note.get("failed_epoch", 0):
