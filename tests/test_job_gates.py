@@ -42,7 +42,7 @@ def one_error_line(capsys) -> str:
         (["--mlflow-tracking-uri", "http://mlflow:5000"], "mlflow_tracking_uri is set without mlflow_experiment"),
         (["compare", "--fail-if-drop", "10:0.02"], "unrecognized argument --fail-if-drop"),
         (["compare", "--candidate", "c/", "--fail-if-worse", "10:2%"], "expected [column=value:]k:margin"),
-        (["history"], "give output (the output directory of the runs) or output_table, one of them"),
+        (["history"], "the following arguments are required: --output"),
         (["history", "--output", "o/", "--last", "0"], "argument --last: must be a positive whole number, got '0'"),
     ],
 )
