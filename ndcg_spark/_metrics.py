@@ -23,13 +23,15 @@ from ndcg_spark.options import EvaluationOptions
 class Cut:
     """SQL for what a companion metric reads at one cutoff.
 
-    ``within``: the 1-based positions of the hits within the cutoff, in order; ``hits``: how
-    many (double); ``relevant``: the user's relevant judged items as a double, null when none;
-    ``cut``: the cutoff.
+    ``hits``: how many hits within the cutoff (double); ``precisions``: the sum of the precisions
+    at those hits, added in position order; ``first``: the position of the first hit, null when
+    none is within the cutoff; ``relevant``: the user's relevant judged items as a double, null
+    when none; ``cut``: the cutoff.
     """
 
-    within: str
     hits: str
+    precisions: str
+    first: str
     relevant: str
     cut: str
 
@@ -56,12 +58,11 @@ def _recall(c: Cut) -> str:
 
 def _average_precision(c: Cut) -> str:
     # As trec_eval's map_cut_k: the precisions at the hits, over every relevant judged item.
-    total = f"aggregate(transform({c.within}, (c_p, c_j) -> CAST(c_j + 1 AS DOUBLE) / c_p), 0.0D, (c_acc, c_x) -> c_acc + c_x)"
-    return f"coalesce({total} / {c.relevant}, 0.0D)"
+    return f"coalesce({c.precisions} / {c.relevant}, 0.0D)"
 
 
 def _reciprocal_rank(c: Cut) -> str:
-    return f"coalesce(1.0D / try_element_at({c.within}, 1), 0.0D)"
+    return f"coalesce(1.0D / {c.first}, 0.0D)"
 
 
 def _hit(c: Cut) -> str:
@@ -115,15 +116,17 @@ COMPARISON_COLUMNS = (
 )
 
 
-def companion_metrics(hit_positions: str, n_relevant: str, cut: str) -> Dict[str, str]:
-    """SQL of each companion metric at cutoff ``cut``, by name, from the 1-based positions of the hits.
+def companion_metrics(hits: str, precisions: str, first_hit: str, n_relevant: str, cut: str) -> Dict[str, str]:
+    """SQL of each companion metric at cutoff ``cut``, by name.
 
-    Recall and AP divide by ``n_relevant``, the number of relevant judged items; RR is 1/rank of
-    the first hit within the cutoff.
+    ``hits``: the hits within the cutoff (double); ``precisions``: the sum of the precisions at
+    them; ``first_hit``: the position of the list's first hit (null when none). Recall and AP
+    divide by ``n_relevant``, the number of relevant judged items; RR is 1/rank of the first hit
+    within the cutoff.
     """
-    within = f"filter({hit_positions}, c_p -> c_p <= {cut})"
+    first = f"(CASE WHEN {first_hit} <= {cut} THEN {first_hit} END)"
     relevant = f"(CASE WHEN {n_relevant} > 0 THEN CAST({n_relevant} AS DOUBLE) END)"
-    at = Cut(within=within, hits=f"CAST(size({within}) AS DOUBLE)", relevant=relevant, cut=cut)
+    at = Cut(hits=hits, precisions=precisions, first=first, relevant=relevant, cut=cut)
     return {m.name: m.sql(at) for m in COMPANIONS}
 
 

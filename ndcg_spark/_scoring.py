@@ -66,6 +66,7 @@ K_INDEX = "__ndcg_k_index"
 SUMS = "__ndcg_sums"
 IDEAL_SUMS = "__ndcg_ideal_sums"
 COMPANION_SUMS = "__ndcg_companions"
+FIRST_HIT = "__ndcg_first_hit"
 
 
 def score(joined: DataFrame, opts: EvaluationOptions) -> DataFrame:
@@ -295,38 +296,57 @@ def with_cutoffs(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
     kept = [*list_keys(df.columns, opts), "n_recommended", N_RELEVANT, *CARRIED]
     companions = []
     if opts.companion_metrics:
-        # Per list and cutoff, with higher-order functions on the hit positions.
-        per_cut = [
-            "named_struct(" + ", ".join(f"'{name}', {metric}" for name, metric in metrics.items()) + ")"
-            for metrics in (companion_metrics(HITS, N_RELEVANT_BINARY, _cut(k)) for k in opts.cutoffs)
-        ]
-        companions = [f"array({', '.join(per_cut)}) AS {COMPANION_SUMS}"]
+        # The hit positions walked once, as the sums (hits and precisions at the hits at each cutoff).
+        companions = [f"{_companion_sums(opts)} AS {COMPANION_SUMS}", f"try_element_at({HITS}, 1) AS {FIRST_HIT}"]
+        companions.append(N_RELEVANT_BINARY)
     with_hits = df.selectExpr(*kept, *companions, f"{hits_of(opts)} AS {HIT_TERMS}", IDEAL)
-    per_list = _sums_per_list(with_hits, [*kept, *([COMPANION_SUMS] if companions else [])], opts)
+    carried = [COMPANION_SUMS, FIRST_HIT, N_RELEVANT_BINARY] if companions else []
+    per_list = _sums_per_list(with_hits, [*kept, *carried], opts)
 
     def as_int(k: Optional[int]) -> str:
         return "CAST(NULL AS INT)" if k is None else f"CAST({int(k)} AS INT)"
 
     if len(opts.cutoffs) == 1:
         per_k, at, k_column = per_list, "0", f"{as_int(opts.cutoffs[0])} AS k"
+        cut = _cut(opts.cutoffs[0])
     else:
         cutoffs = ", ".join(as_int(k) for k in opts.cutoffs)
         per_k = per_list.selectExpr("*", f"posexplode(array({cutoffs})) AS ({K_INDEX}, k)")
-        at, k_column = K_INDEX, "k"
+        at, k_column, cut = K_INDEX, "k", f"coalesce(k, {_cut(None)})"
     names = [m.name for m in COMPANIONS] if opts.companion_metrics else []
+    metrics = {}
+    if opts.companion_metrics:
+        sums = f"{COMPANION_SUMS}[{at}]"
+        metrics = companion_metrics(f"{sums}.h", f"{sums}.a", FIRST_HIT, N_RELEVANT_BINARY, cut)
     figures = per_k.selectExpr(
         *kept,
         k_column,
         f"coalesce({SUMS}[{at}].c, 0.0D) AS cg",
         f"coalesce({SUMS}[{at}].d, 0.0D) AS dcg",
         f"coalesce({IDEAL_SUMS}[{at}].i, 0.0D) AS idcg",
-        *[f"{COMPANION_SUMS}[{at}].{name} AS {name}" for name in names],
+        *[f"{metrics[name]} AS {name}" for name in names],
     )
     ndcg = f"CASE WHEN idcg > 0 THEN dcg / idcg {_zero_idcg_one(opts)}ELSE 0.0D END"
     # A list's gains can add up past the largest double: stop there rather than give NaN.
     keys = [c for c in (*opts.group_by, opts.user_col) if c in per_k.columns]
     checked = _rules.sums_checked(ndcg, [("cg", "cg"), ("dcg", "dcg"), ("idcg", "idcg")], keys)
     return figures.selectExpr(*kept, "k", "cg", "dcg", "idcg", *names, f"{checked} AS ndcg")
+
+
+def _companion_sums(opts: EvaluationOptions) -> str:
+    """SQL: per cutoff, the hits within it (``h``) and the sum of the precisions at them (``a``),
+    from one walk of the hit positions (:func:`sums_at_cuts`): the companion metrics read them.
+
+    The precision at the j-th hit (0-based) at position p is (j + 1) / p, added left to right
+    from the first hit. The whole list's cut (its length) may fall below a finite k, so it is
+    walked apart.
+    """
+    terms = {"h": lambda t, p: "1.0D", "a": lambda t, p: f"CAST(s_a.n + 1 AS DOUBLE) / {t}"}
+    finite = [str(int(k)) for k in opts.cutoffs if k is not None]
+    walks = [sums_at_cuts(HITS, terms, finite, position="s_t")] if finite else []
+    if None in opts.cutoffs:
+        walks.append(sums_at_cuts(HITS, terms, [_cut(None)], position="s_t"))
+    return walks[0] if len(walks) == 1 else f"concat({', '.join(walks)})"
 
 
 def _zero_idcg_one(opts: EvaluationOptions) -> str:
@@ -388,7 +408,7 @@ def sums_at_cuts(
     the elements of ``values`` at or before it, from one walk of the array.
 
     ``terms``: name -> SQL of the term from the element and its 1-based position (SQL given in
-    ``s_t`` and the position's SQL). ``position``: SQL of an element's position over ``s_t``
+    ``s_t`` and the position's SQL; ``s_a.n`` counts the elements before it). ``position``: SQL of an element's position over ``s_t``
     (the positions ascend along the array); None: its index + 1. ``cuts``: SQL positions,
     ascending on every row; None (last only) takes every element. The walk (``aggregate``) adds
     each term to its running sum left to right from 0.0 and, before adding the first element
@@ -405,7 +425,7 @@ def sums_at_cuts(
     names = list(terms)
     snapshot_type = "struct<" + ", ".join(f"{n}: double" for n in names) + ">"
     at = position or "(s_a.n + 1)"
-    counter = [] if position else ["'n', 0"]
+    counter = ["'n', 0"]
     zero = (
         "named_struct("
         + ", ".join([*counter, *[f"'{n}', 0.0D" for n in names], f"'o', CAST(array() AS array<{snapshot_type}>)"])
@@ -427,7 +447,7 @@ def sums_at_cuts(
     )
     step = ", ".join(
         [
-            *(["'n', s_a.n + 1"] if not position else []),
+            "'n', s_a.n + 1",
             *[f"'{n}', s_a.{n} + {term('s_t', at)}" for n, term in terms.items()],
             f"'o', CASE WHEN size(s_a.o) < {passed} THEN {recorded(passed)} ELSE s_a.o END" if finite else "'o', s_a.o",
         ]
