@@ -20,7 +20,7 @@ Each sum adds its terms left to right from position 1, so the same input gives t
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import List, Optional
 
 from pyspark.sql import DataFrame
 
@@ -52,6 +52,7 @@ from ndcg_spark._sql import (
     has_repeats,
     occurrence_order,
     repeat_count,
+    sums_at_cuts,
 )
 from ndcg_spark.options import EvaluationOptions
 
@@ -396,60 +397,3 @@ def _sums_per_list(with_hits: DataFrame, kept: List[str], opts: EvaluationOption
         f"{sums_at_cuts(HIT_TERMS, hit_terms, hit_cuts, position='s_t.p')} AS {SUMS}",
         f"{ideal} AS {IDEAL_SUMS}",
     )
-
-
-def sums_at_cuts(
-    values: str,
-    terms: Dict[str, Callable[[str, str], str]],
-    cuts: Sequence[Optional[str]],
-    position: Optional[str] = None,
-) -> str:
-    """SQL: ``array<struct<name: double, ...>>``, for each cut in ``cuts`` the sum of each term over
-    the elements of ``values`` at or before it, from one walk of the array.
-
-    ``terms``: name -> SQL of the term from the element and its 1-based position (SQL given in
-    ``s_t`` and the position's SQL; ``s_a.n`` counts the elements before it). ``position``: SQL of an element's position over ``s_t``
-    (the positions ascend along the array); None: its index + 1. ``cuts``: SQL positions,
-    ascending on every row; None (last only) takes every element. The walk (``aggregate``) adds
-    each term to its running sum left to right from 0.0 and, before adding the first element
-    past a cut, records the sums there: each recorded sum has the very additions, in the same
-    order, of a walk of its own prefix, so the same bits, whatever the number of cuts.
-
-    Examples
-    --------
-    >>> df = spark.createDataFrame([([1.0, 2.0, 4.0],)], "v array<double>")
-    >>> sql = sums_at_cuts("v", {"s": lambda t, p: t}, ["1", "2", None])
-    >>> [r.s for r in df.selectExpr(f"{sql} AS sums").first().sums]
-    [1.0, 3.0, 7.0]
-    """
-    names = list(terms)
-    snapshot_type = "struct<" + ", ".join(f"{n}: double" for n in names) + ">"
-    at = position or "(s_a.n + 1)"
-    counter = ["'n', 0"]
-    zero = (
-        "named_struct("
-        + ", ".join([*counter, *[f"'{n}', 0.0D" for n in names], f"'o', CAST(array() AS array<{snapshot_type}>)"])
-        + ")"
-    )
-    snapshot = "named_struct(" + ", ".join(f"'{n}', s_a.{n}" for n in names) + ")"
-
-    def recorded(upto: str) -> str:
-        # The sums so far, once for each cut passed and not yet recorded.
-        return f"concat(s_a.o, array_repeat({snapshot}, {upto} - size(s_a.o)))"
-
-    if None in cuts[:-1]:
-        raise ValueError("only the last cut may take every element")
-    finite = [c for c in cuts if c is not None]
-    passed = (
-        "CASE "
-        + " ".join(f"WHEN {at} > {c} THEN {j + 1}" for j, c in reversed(list(enumerate(finite))))
-        + " ELSE 0 END"
-    )
-    step = ", ".join(
-        [
-            "'n', s_a.n + 1",
-            *[f"'{n}', s_a.{n} + {term('s_t', at)}" for n, term in terms.items()],
-            f"'o', CASE WHEN size(s_a.o) < {passed} THEN {recorded(passed)} ELSE s_a.o END" if finite else "'o', s_a.o",
-        ]
-    )
-    return f"aggregate({values}, {zero}, (s_a, s_t) -> named_struct({step}), s_a -> {recorded(str(len(cuts)))})"

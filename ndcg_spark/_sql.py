@@ -13,6 +13,8 @@ always go through :func:`ident`, and literal strings through :func:`string_liter
 
 from __future__ import annotations
 
+from typing import Callable, Dict, Optional, Sequence
+
 
 def ident(name: str) -> str:
     """A column name as a SQL identifier: back-quoted, so dots, spaces and backticks are literal."""
@@ -137,3 +139,60 @@ def first_occurrence_only(values: str, firsts: str) -> str:
     """
     deduplicated = f"zip_with({values}, {firsts}, (fo_v, fo_f) -> CASE WHEN fo_f THEN fo_v ELSE 0.0D END)"
     return f"(CASE WHEN {firsts} IS NULL THEN {values} ELSE {deduplicated} END)"
+
+
+def sums_at_cuts(
+    values: str,
+    terms: Dict[str, Callable[[str, str], str]],
+    cuts: Sequence[Optional[str]],
+    position: Optional[str] = None,
+) -> str:
+    """SQL: ``array<struct<name: double, ...>>``, for each cut in ``cuts`` the sum of each term over
+    the elements of ``values`` at or before it, from one walk of the array.
+
+    ``terms``: name -> SQL of the term from the element and its 1-based position (SQL given in
+    ``s_t`` and the position's SQL; ``s_a.n`` counts the elements before it). ``position``: SQL of an element's position over ``s_t``
+    (the positions ascend along the array); None: its index + 1. ``cuts``: SQL positions,
+    ascending on every row; None (last only) takes every element. The walk (``aggregate``) adds
+    each term to its running sum left to right from 0.0 and, before adding the first element
+    past a cut, records the sums there: each recorded sum has the very additions, in the same
+    order, of a walk of its own prefix, so the same bits, whatever the number of cuts.
+
+    Examples
+    --------
+    >>> df = spark.createDataFrame([([1.0, 2.0, 4.0],)], "v array<double>")
+    >>> sql = sums_at_cuts("v", {"s": lambda t, p: t}, ["1", "2", None])
+    >>> [r.s for r in df.selectExpr(f"{sql} AS sums").first().sums]
+    [1.0, 3.0, 7.0]
+    """
+    names = list(terms)
+    snapshot_type = "struct<" + ", ".join(f"{n}: double" for n in names) + ">"
+    at = position or "(s_a.n + 1)"
+    counter = ["'n', 0"]
+    zero = (
+        "named_struct("
+        + ", ".join([*counter, *[f"'{n}', 0.0D" for n in names], f"'o', CAST(array() AS array<{snapshot_type}>)"])
+        + ")"
+    )
+    snapshot = "named_struct(" + ", ".join(f"'{n}', s_a.{n}" for n in names) + ")"
+
+    def recorded(upto: str) -> str:
+        # The sums so far, once for each cut passed and not yet recorded.
+        return f"concat(s_a.o, array_repeat({snapshot}, {upto} - size(s_a.o)))"
+
+    if None in cuts[:-1]:
+        raise ValueError("only the last cut may take every element")
+    finite = [c for c in cuts if c is not None]
+    passed = (
+        "CASE "
+        + " ".join(f"WHEN {at} > {c} THEN {j + 1}" for j, c in reversed(list(enumerate(finite))))
+        + " ELSE 0 END"
+    )
+    step = ", ".join(
+        [
+            "'n', s_a.n + 1",
+            *[f"'{n}', s_a.{n} + {term('s_t', at)}" for n, term in terms.items()],
+            f"'o', CASE WHEN size(s_a.o) < {passed} THEN {recorded(passed)} ELSE s_a.o END" if finite else "'o', s_a.o",
+        ]
+    )
+    return f"aggregate({values}, {zero}, (s_a, s_t) -> named_struct({step}), s_a -> {recorded(str(len(cuts)))})"
