@@ -53,7 +53,7 @@ def _run(argv: Sequence[str], verbose: bool) -> int:
             config, verbose = parse_config(argv[1:] if command == "compare" else argv, compare=command == "compare")
             early.refuse(config)  # a local output's layout and live lock: refused before the JVM starts
         interrupts.install()
-        progress.start(quiet="--quiet" in argv)
+        progress.start(quiet=config.quiet)
         progress.phase("starting Spark")
         session = spark_session(config)
         interrupts.install(session)  # again: the SparkContext set its own SIGINT handler

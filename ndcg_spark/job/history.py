@@ -19,10 +19,10 @@ from pyspark.sql import DataFrame
 
 from ndcg_spark.errors import ConfigError, InputDataError
 from ndcg_spark.job import publish, storage
-from ndcg_spark.job.config import Partition
 from ndcg_spark.job.console import text_table
 from ndcg_spark.job.nights import unfinished
 from ndcg_spark.job.result import RunResult
+from ndcg_spark.job.targets import Partition
 from ndcg_spark.job.verdict import gates_summary
 
 RUN_DATE = "run_date"
@@ -311,19 +311,20 @@ class HistoryConfig:
     @classmethod
     def parse(cls, argv: Sequence[str]) -> Tuple[HistoryConfig, bool]:
         """(config, verbose) from the command line (after ``history``)."""
-        from ndcg_spark.job.flags import build_history_parser
+        from ndcg_spark.job import settings
+        from ndcg_spark.job.flags import build_parser
 
-        args = vars(build_history_parser().parse_args(list(argv)))
+        args = vars(build_parser(settings.HISTORY).parse_args(list(argv)))
         verbose = args.pop("verbose")
-        from ndcg_spark.job.config import spark_settings
-
+        # --json and --last were read by argparse; the others, keys of a run's config too, here.
+        args.update(settings.parse_values({k: v for k, v in args.items() if settings.BY_NAME[k].toml}, "history"))
         if args["output"] is None and args["output_table"] is None:
             raise ConfigError("the following arguments are required: --output (or --output-table)")
         if args["output"] is not None and args["output_table"] is not None:
             raise ConfigError("give --output (the output directory of the runs) or --output-table, not both")
         if args["output"] is not None and not args["output"].strip():
             raise ConfigError("output is required: the output directory of the runs")
-        args["spark"] = spark_settings(args["spark"])
+        args["spark"] = args["spark"] or ()
         if args["master"] and args["remote"]:
             raise ConfigError("give master or remote (Spark Connect), not both")
         return cls(**args), verbose

@@ -35,11 +35,8 @@ from typing import Any, Dict, Iterator, Optional
 
 from ndcg_spark.errors import OutputLocked
 from ndcg_spark.job.storage import LocalFiles, strict_json
+from ndcg_spark.job.targets import FORCE, LOCK_TIMEOUT  # lock_timeout and break_lock's values
 
-#: Seconds a lease may go unrenewed before the next run breaks the lock (``lock_timeout``).
-LOCK_TIMEOUT = 300
-#: ``break_lock`` value that breaks a live holder's lock too.
-FORCE = "force"
 #: Renewals a lease may miss before ``--break-lock`` (without force) breaks it.
 MISSED = 3
 

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
 from ndcg_spark.job import lease, publish
-from ndcg_spark.job.config import Partition
 from ndcg_spark.job.result import RunResult
 from ndcg_spark.job.storage import LocalFiles, strict_json
+from ndcg_spark.job.targets import Partition
 
 #: The exit codes of a failed night (bad input, the JVM gone, any other failure), noted for history.
 FAILED_CODES = (1, 3, 6)

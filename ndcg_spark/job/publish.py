@@ -37,8 +37,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from ndcg_spark.errors import ConfigError
 from ndcg_spark.job import interrupts
-from ndcg_spark.job.config import Partition
 from ndcg_spark.job.storage import Files, shown, strict_json, write_table
+from ndcg_spark.job.targets import Partition
 
 #: The folder of the job's own state inside an output directory.
 STATE = "_ndcg_spark"

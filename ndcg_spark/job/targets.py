@@ -1,17 +1,23 @@
-"""Where a run writes and how its session starts: the partition it owns (:class:`Partition`), the
-output directory or table family (:class:`Output`), and the Spark settings of ``[spark]`` and
-``--conf`` (:func:`spark_settings`). Built once by :mod:`ndcg_spark.job.config`.
+"""Where a run writes, logs and how its session starts: the partition it owns (:class:`Partition`),
+the output directory or table family (:class:`Output`), the MLflow experiment
+(:class:`MlflowTarget`) and the Spark settings of ``[spark]`` and ``--conf`` (:func:`spark_settings`).
+Built once by :mod:`ndcg_spark.job.config`; this module imports nothing else of the job.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 from dataclasses import dataclass
 from typing import Any, Optional, Tuple, Union
 
 from ndcg_spark.errors import ConfigError
-from ndcg_spark.job.lease import FORCE, LOCK_TIMEOUT
+
+#: Seconds a lock's lease may go unrenewed before the next run breaks it (``lock_timeout``).
+LOCK_TIMEOUT = 300
+#: ``break_lock = "force"``: break a live run's lock too.
+FORCE = "force"
 
 #: Characters Spark escapes in partition directory names (and the space, which tools mangle).
 UNSAFE_PARTITION_CHARS = "\"#%'*/:=?\\{}[]^ "
@@ -46,6 +52,22 @@ class Partition:
         return f"{self.key}={self.value}"
 
     @classmethod
+    def of_run_date(cls, run_date: Any) -> Partition:
+        """``run_date=YYYY-MM-DD`` (that form only: one day, one partition)."""
+        text = str(run_date)
+        if not RUN_DATE.fullmatch(text) or not _is_date(text):
+            raise ConfigError(f"run_date = {text!r} is not a date of the form YYYY-MM-DD")
+        return cls("run_date", text)
+
+    @classmethod
+    def of_text(cls, partition: Any) -> Partition:
+        """``key=value`` as written."""
+        key, sep, value = str(partition).partition("=")
+        if not sep:
+            raise ConfigError(f"partition = {partition!r} must look like key=value")
+        return cls(key.strip(), value.strip())
+
+    @classmethod
     def parse(cls, run_date: Any = None, partition: Any = None) -> Optional[Partition]:
         """From ``run_date`` (``YYYY-MM-DD`` only: one day, one partition) or ``partition`` (key=value).
 
@@ -61,16 +83,8 @@ class Partition:
         if run_date is not None and partition is not None:
             raise ConfigError("give run_date or partition, not both")
         if run_date is not None:
-            text = str(run_date)
-            if not RUN_DATE.fullmatch(text) or not _is_date(text):
-                raise ConfigError(f"run_date = {text!r} is not a date of the form YYYY-MM-DD")
-            return cls("run_date", text)
-        if partition is None:
-            return None
-        key, sep, value = str(partition).partition("=")
-        if not sep:
-            raise ConfigError(f"partition = {partition!r} must look like key=value")
-        return cls(key.strip(), value.strip())
+            return cls.of_run_date(run_date)
+        return None if partition is None else cls.of_text(partition)
 
 
 def _is_date(text: str) -> bool:
@@ -168,3 +182,56 @@ def spark_settings(value: Any) -> Tuple[Tuple[str, str], ...]:
 def required(name: str, value: Any) -> None:
     if not isinstance(value, str) or not value.strip():
         raise ConfigError(f"{name} is required (a path or a catalog table); set it in the config or as --{name}")
+
+
+# ----------------------------------------------------------------------------- MLflow
+
+#: A URI's user and password, and a Spark Connect URL's parameters that hold a secret.
+_USERINFO = re.compile(r"(://)[^/@\s]+@")
+_SECRET_PARAMETER = re.compile(r"(;[^;=]*(?:token|secret|password|key)[^;=]*=)[^;]*", re.IGNORECASE)
+NOT_INSTALLED = "MLflow logging needs MLflow: pip install 'ndcg-spark[mlflow]' (or mlflow-skinny)"
+
+
+def redact(text: str) -> str:
+    """A URL without its secrets: the user and password of a URI, the value of a token parameter.
+
+    Examples
+    --------
+    >>> redact("sc://host:15002/;user_id=etl;token=abc123")
+    'sc://host:15002/;user_id=etl;token=<redacted>'
+    >>> redact("s3a://key:secret@bucket/recs")
+    's3a://bucket/recs'
+    """
+    return _SECRET_PARAMETER.sub(r"\1<redacted>", _USERINFO.sub(r"\1", text))
+
+
+@dataclass(frozen=True)
+class MlflowTarget:
+    """Where the job logs its runs: an MLflow experiment and the tracking store (MLflow's own
+    default, ``MLFLOW_TRACKING_URI``, when None)."""
+
+    experiment: str
+    tracking_uri: Optional[str] = None
+
+    @classmethod
+    def parse(cls, experiment: Any, tracking_uri: Any = None) -> Optional[MlflowTarget]:
+        """From ``mlflow_experiment`` and ``mlflow_tracking_uri`` (None when no experiment is named).
+
+        Asking for MLflow without it installed is a ConfigError (exit 2) here, before any data is
+        read; MLflow itself is not imported.
+
+        Examples
+        --------
+        >>> MlflowTarget.parse(None) is None
+        True
+        """
+        for name, value in (("mlflow_experiment", experiment), ("mlflow_tracking_uri", tracking_uri)):
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise ConfigError(f"{name} must be a name or URI, got {value!r}")
+        if experiment is None:
+            if tracking_uri is not None:
+                raise ConfigError("mlflow_tracking_uri is set without mlflow_experiment: name the experiment to log to")
+            return None
+        if importlib.util.find_spec("mlflow") is None:
+            raise ConfigError(NOT_INSTALLED)
+        return cls(experiment.strip(), tracking_uri.strip() if tracking_uri else None)

@@ -7,23 +7,23 @@ inside the functions: the package and the job work without it.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from ndcg_spark.compare import COMPARISON_COLUMNS
 from ndcg_spark.errors import ConfigError
 from ndcg_spark.evaluation import COMPANIONS
 from ndcg_spark.job.result import RunResult
+from ndcg_spark.job.settings import untracked
+from ndcg_spark.job.targets import NOT_INSTALLED, redact
 from ndcg_spark.job.verdict import gates_summary
 from ndcg_spark.options import k_label
 
-#: Settings never sent to a tracking server: a Spark Connect URL may carry a token.
-PRIVATE_SETTINGS = ("remote",)
+#: Settings never sent to a tracking server (a Spark Connect URL may carry a token), as declared.
+PRIVATE_SETTINGS = untracked()
 
 #: Figures of a summary row logged as metrics (those present and numeric).
 SUMMARY_METRICS = (
@@ -46,10 +46,6 @@ COMPARISON_METRICS = tuple(c for c, _ in COMPARISON_COLUMNS)
 #: MLflow's longest parameter value on every store version (newer ones take 6000).
 PARAM_LENGTH = 500
 _UNSAFE = re.compile(r"[^A-Za-z0-9_\-. /]")
-_USERINFO = re.compile(r"(://)[^/@\s]+@")
-#: A Spark Connect URL's parameters that hold a secret: ``;token=...`` and the like.
-_SECRET_PARAMETER = re.compile(r"(;[^;=]*(?:token|secret|password|key)[^;=]*=)[^;]*", re.IGNORECASE)
-NOT_INSTALLED = "MLflow logging needs MLflow: pip install 'ndcg-spark[mlflow]' (or mlflow-skinny)"
 
 #: Seconds the job waits for MLflow logging after publishing, at most.
 BUDGET = 60.0
@@ -75,19 +71,6 @@ def bounded_http() -> Iterator[None]:
             os.environ.pop(key, None)
 
 
-def redact(text: str) -> str:
-    """A URL without its secrets: the user and password of a URI, the value of a token parameter.
-
-    Examples
-    --------
-    >>> redact("sc://host:15002/;user_id=etl;token=abc123")
-    'sc://host:15002/;user_id=etl;token=<redacted>'
-    >>> redact("s3a://key:secret@bucket/recs")
-    's3a://bucket/recs'
-    """
-    return _SECRET_PARAMETER.sub(r"\1<redacted>", _USERINFO.sub(r"\1", text))
-
-
 def store_of(tracking_uri: Optional[str]) -> str:
     """The store a client of ``tracking_uri`` opens: it, or MLflow's own choice when None (the
     environment's ``MLFLOW_TRACKING_URI``, else its local default), so a message names the store
@@ -101,38 +84,6 @@ def store_of(tracking_uri: Optional[str]) -> str:
     if tracking_uri:
         return tracking_uri
     return os.environ.get("MLFLOW_TRACKING_URI") or "MLflow's default store (./mlruns or mlflow.db)"
-
-
-@dataclass(frozen=True)
-class MlflowTarget:
-    """Where the job logs its runs: an MLflow experiment and the tracking store (MLflow's own
-    default, ``MLFLOW_TRACKING_URI``, when None)."""
-
-    experiment: str
-    tracking_uri: Optional[str] = None
-
-    @classmethod
-    def parse(cls, experiment: Any, tracking_uri: Any = None) -> Optional[MlflowTarget]:
-        """From ``mlflow_experiment`` and ``mlflow_tracking_uri`` (None when no experiment is named).
-
-        Asking for MLflow without it installed is a ConfigError (exit 2) here, before any data is
-        read; MLflow itself is not imported.
-
-        Examples
-        --------
-        >>> MlflowTarget.parse(None) is None
-        True
-        """
-        for name, value in (("mlflow_experiment", experiment), ("mlflow_tracking_uri", tracking_uri)):
-            if value is not None and (not isinstance(value, str) or not value.strip()):
-                raise ConfigError(f"{name} must be a name or URI, got {value!r}")
-        if experiment is None:
-            if tracking_uri is not None:
-                raise ConfigError("mlflow_tracking_uri is set without mlflow_experiment: name the experiment to log to")
-            return None
-        if importlib.util.find_spec("mlflow") is None:
-            raise ConfigError(NOT_INSTALLED)
-        return cls(experiment.strip(), tracking_uri.strip() if tracking_uri else None)
 
 
 def mlflow_client(tracking_uri: Optional[str] = None):
