@@ -138,7 +138,9 @@ def test_a_compare_run_logs_each_pair(store, tmp_path):
     worse = {"gate": "10:0.01", "segment": {}, "k": 10, "margin": 0.01, "pairs": 50, "passed": False}
     settings = {"k": [10], "pairs": "baseline"}
     manifest = {"comparison": rows, "non_inferiority": [worse], "settings": settings, "spark_version": "4.1"}
-    run_id = tracking.log_run(RunResult.from_json(manifest), experiment="compare", tracking_uri=store, gate_failed=True)
+    run_id = tracking.log_run(
+        RunResult.from_json(manifest, "compare"), experiment="compare", tracking_uri=store, gate_failed=True
+    )
     run = MlflowClient(tracking_uri=store).get_run(run_id)
     assert run.data.metrics == {
         "v2_vs_prod/pairs_at_10": 50.0,

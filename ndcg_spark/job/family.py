@@ -101,10 +101,10 @@ class TableRuns:
         runs = self.family.spark.table(view)
         if before is not None:
             runs = runs.where(F.col(key) < before)
-        rows = sorted((r[0], r[1]) for r in runs.select(key, "manifest").collect())
+        rows = sorted((r[0], r[1], r[2]) for r in runs.select(key, "manifest", "command").collect())
         if last is not None:
             rows = rows[-last:] if last > 0 else []
-        return [(value, RunResult.from_json(json.loads(manifest))) for value, manifest in rows]
+        return [(value, RunResult.from_json(json.loads(manifest), command)) for value, manifest, command in rows]
 
     def previous(self, before: str, key: str = "run_date", *, passed_only: bool = False):
         for value, result in reversed(self.history(key, before=before)):

@@ -122,10 +122,7 @@ def previous_intact_run(
 
 def missing_tables(files: storage.Files, value: str, key: str, result: RunResult) -> List[str]:
     """The tables a run's marker vouches for that are no longer there (deleted by hand, say)."""
-    tables = result.published.tables if result.published else None
-    if tables is None:  # a marker of an older version: its per-user table
-        place = run_place(files, value, key)
-        return [] if files.exists(place.table("per_user")) else ["per_user"]
+    tables = (result.published.tables if result.published else None) or {}
     return [name for name, t in tables.items() if not files.exists(files.path(t.get("path", "")))]
 
 

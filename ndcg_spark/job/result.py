@@ -4,6 +4,12 @@ The manifest (``summary.json``, or ``comparison.json`` for ``compare``) is its s
 :meth:`RunResult.to_json` writes it and :meth:`RunResult.from_json` reads it back, so the
 console, the finished line, ``history``, MLflow and the exit code all read the same fields,
 whether of tonight's run or of a marker published long ago.
+
+The manifest's format is versioned (``schema_version``). Version 1 is the first released one;
+its first markers carry neither ``schema_version`` nor ``command`` (their reader knows which
+marker it read: ``summary.json`` or ``comparison.json``). A later format gets the next number
+and its own branch in :meth:`RunResult.from_json`; a marker of a version this code does not know
+is refused, never half read.
 """
 
 from __future__ import annotations
@@ -11,7 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from ndcg_spark.errors import InputDataError
 from ndcg_spark.job.checks import Checked
+
+#: The manifest format this code writes.
+SCHEMA_VERSION = 1
+#: The manifest formats this code reads.
+READS = (1,)
 
 
 @dataclass(frozen=True)
@@ -71,8 +83,7 @@ class Published:
     broke_lock_of : str or None
         The holder whose abandoned lock this run broke, in words.
     tables : dict
-        Each table's path relative to the output and its data files (None: a marker of a version
-        that did not record them).
+        Each table's path relative to the output and its data files.
     files : list of str
         The files published beside the marker (``report.html``).
     """
@@ -94,12 +105,11 @@ class Published:
 
     @classmethod
     def from_json(cls, record: Mapping[str, Any]) -> Published:
-        tables = record.get("tables")
         return cls(
             record.get("id"),
             record.get("output"),
             record.get("broke_lock_of"),
-            tables if isinstance(tables, dict) else None,
+            dict(record.get("tables") or {}),
             tuple(record.get("files") or ()),
         )
 
@@ -111,6 +121,8 @@ class RunResult:
     Attributes
     ----------
     command : {"evaluate", "compare"}
+    schema_version : int
+        The manifest format the result was written in (:data:`SCHEMA_VERSION` for a new one).
     settings : dict
         The config as run (:meth:`~ndcg_spark.job.config.EvaluateConfig.to_dict`).
     input_rows : dict
@@ -148,6 +160,7 @@ class RunResult:
     worse: Tuple[Checked, ...] = ()
     published: Optional[Published] = None
     duration_seconds: Optional[float] = None
+    schema_version: int = SCHEMA_VERSION
 
     @property
     def checks(self) -> Tuple[Checked, ...]:
@@ -199,6 +212,8 @@ class RunResult:
                 "regression_gate": self.drop.to_json() if self.drop else None,
             }
         return {
+            "schema_version": self.schema_version,
+            "command": self.command,
             **body,
             "partition": self.partition,
             "settings": self.settings,
@@ -210,14 +225,27 @@ class RunResult:
 
     @classmethod
     def from_json(cls, manifest: Mapping[str, Any], command: Optional[str] = None) -> RunResult:
-        """A manifest as :meth:`to_json` wrote it, or as an earlier version did (what is missing
-        reads as empty). ``command`` is told from the manifest when not given."""
-        if command is None:
-            command = "compare" if "comparison" in manifest or "non_inferiority" in manifest else "evaluate"
+        """A manifest as :meth:`to_json` wrote it, in any format of :data:`READS`.
+
+        ``command`` is the marker's (``summary.json``: ``evaluate``, ``comparison.json``:
+        ``compare``); a manifest that records its command says it itself, and one that does not
+        (version 1's first markers) and is read without it is an ``evaluate`` marker.
+
+        Raises
+        ------
+        InputDataError
+            A manifest of a format this code does not read (written by a later ndcg-spark).
+        """
+        version = manifest.get("schema_version", 1)
+        if version not in READS:
+            raise InputDataError(
+                f"manifest schema_version {version!r} is not one this ndcg-spark reads "
+                f"({', '.join(map(str, READS))}); read it with the ndcg-spark that wrote it, or a later one"
+            )
         get = manifest.get
         drop, run = get("regression_gate"), get("run")
         return cls(
-            command,
+            command or get("command") or "evaluate",
             dict(get("settings") or {}),
             dict(get("input_rows") or {}),
             get("spark_version"),
@@ -230,4 +258,5 @@ class RunResult:
             tuple(Checked.from_json("worse", g) for g in get("non_inferiority") or []),
             Published.from_json(run) if isinstance(run, dict) else None,
             get("duration_seconds"),
+            version,
         )

@@ -253,7 +253,7 @@ class TableStage:
         sink.drop_others()
 
     def _runs_row(self, marker: Dict[str, Any]) -> DataFrame:
-        result = RunResult.from_json(marker)
+        result = RunResult.from_json(marker, self.sink.command)
         dumps = storage.strict_json
         values = (
             result.command,
