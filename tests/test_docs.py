@@ -25,6 +25,8 @@ MODULES = [
     "ndcg_spark.job.console",
     "ndcg_spark.job.config",
     "ndcg_spark.job.targets",
+    "ndcg_spark.job.settings",
+    "ndcg_spark.job.readers",
     "ndcg_spark.reading",
     "ndcg_spark.conventions",
     "ndcg_spark.ml",
