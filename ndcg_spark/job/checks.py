@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from ndcg_spark.errors import ConfigError
-from ndcg_spark.job.gates import Gate, parse_gates
+from ndcg_spark.job.gates import Gate, parse_gates  # noqa: F401 - parse_gates: the examples
 from ndcg_spark.options import Cutoff
 
 
@@ -96,7 +95,8 @@ class Checked:
     def from_json(cls, kind: str, record: Mapping[str, Any]) -> Checked:
         """A record as :meth:`to_json` wrote it (missing figures read as None)."""
         get = record.get
-        gate = _recorded_gate(kind, get("gate"), get("k"), get("margin") if kind == "worse" else get("threshold"))
+        amount = get("margin") if kind == "worse" else get("threshold")
+        gate = RecordedGate(kind, (), get("k"), math.nan if amount is None else amount, text=get("gate") or "")
         users = {"floor": get("users"), "drop": get("users_in_common"), "worse": get("pairs")}[kind]
         return cls(
             gate,
@@ -115,19 +115,16 @@ class Checked:
         )
 
 
-def _recorded_gate(kind: str, text: Optional[str], k: Cutoff, amount: Optional[float]) -> Gate:
-    """The gate a record names (its spelling when recorded; else its k and amount)."""
-    if text:
-        try:
-            return parse_gates(kind, text, [c for c, _ in _filter_columns(text)])[0]
-        except ConfigError:
-            pass
-    return Gate(kind, (), k, amount if amount is not None else math.nan)
+@dataclass(frozen=True)
+class RecordedGate(Gate):
+    """A gate as a manifest recorded it: its spelling kept as written (``text``), its k and amount
+    the record's own values (a relative drop's amount as the NDCG figure it came to), never read
+    from the spelling again. It words a verdict; it is not held against rows again."""
 
+    text: str = ""
 
-def _filter_columns(text: str) -> List[Tuple[str, str]]:
-    where = text.rsplit(":", 2)[0] if text.count(":") >= 2 else ""
-    return [tuple(c.split("=", 1)) for c in where.split("&") if "=" in c]  # type: ignore[misc]
+    def describe(self) -> str:
+        return self.text or super().describe()
 
 
 def check(
