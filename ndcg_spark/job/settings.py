@@ -186,9 +186,9 @@ JOB_SETTINGS: Tuple[Setting, ...] = (
             (*RUNS, HISTORY), ("--conf",), record=_redacted, argument={"action": "append", "metavar": "KEY=VALUE"},
             helps={HISTORY: "A Spark setting (repeat for more), e.g. spark.sql.catalogImplementation=hive."}),
     Setting("run_date", "Write under run_date=YYYY-MM-DD (that form only), replacing only that partition.",
-            lambda v, _: Partition.of_run_date(v), record=lambda p: p and p.value),
+            lambda v, _: Partition.of_run_date(v), record=lambda p: p.value),
     Setting("partition", "Write under key=value, replacing only that partition.", lambda v, _: Partition.of_text(v),
-            record=lambda p: p and p.directory),
+            record=lambda p: p.directory),
     Setting("break_lock", "Also break a lock whose lease missed its renewals (a run stalled or gone on another "
             "host); a lock whose run is gone is broken without it. '--break-lock force' breaks a live run's lock "
             "too: two runs may then write one result at once (docs/job.md).", break_lock, False, record=None,
@@ -208,11 +208,11 @@ JOB_SETTINGS: Tuple[Setting, ...] = (
     Setting("mlflow_experiment", "Log the run to this MLflow experiment (created if missing) after publishing; "
             "needs ndcg-spark[mlflow].", name_or_uri),
     Setting("mlflow_tracking_uri", "MLflow tracking store (default: MLflow's own, MLFLOW_TRACKING_URI).",
-            name_or_uri, record=lambda uri: uri and redact(uri)),
+            name_or_uri, record=redact),
     Setting("user_attributes", "Path or table with one row per user and segment columns for group_by."),
     # A Spark Connect URL may carry a token: recorded without it, never sent to a tracking server.
     Setting("remote", "Spark Connect URL, e.g. sc://host:15002/;token=... (instead of a local Spark).",
-            commands=(*RUNS, HISTORY), record=lambda url: url and redact(url), tracked=False),
+            commands=(*RUNS, HISTORY), record=redact, tracked=False),
     Setting("report", "Write DIR/report.html (default: true).", parse_bool, True, argument={"metavar": "true|false"}),
     _flag("verbose", "Print Spark's stack trace on errors, and library warnings.", default=False,
           commands=(*RUNS, HISTORY), argument={"action": "store_true"}),
