@@ -1,7 +1,8 @@
 """The evaluation job: config (TOML + flags) -> read -> evaluate -> write.
 
-:mod:`~ndcg_spark.job.flags` reads the TOML file and the flags, :mod:`~ndcg_spark.job.config`
-makes them the typed config of each command, :mod:`~ndcg_spark.job.storage` reads and writes,
+:mod:`~ndcg_spark.job.settings` declares every setting once, :mod:`~ndcg_spark.job.flags` reads
+the TOML file and the flags, :mod:`~ndcg_spark.job.config` makes them the typed config of each
+command (:mod:`~ndcg_spark.job.targets`: where it writes and logs), :mod:`~ndcg_spark.job.storage` reads and writes,
 :mod:`~ndcg_spark.job.publish` makes a run's result visible (layout, lock, staging, marker),
 :mod:`~ndcg_spark.job.pipeline` wires a run, :mod:`~ndcg_spark.job.gates` parses the gates
 (one model for the three kinds), :mod:`~ndcg_spark.job.checks` holds them,
