@@ -18,6 +18,9 @@ from ndcg_spark._sql import ident
 from ndcg_spark.errors import InputDataError, input_errors
 from ndcg_spark.options import EvaluationOptions, resolve
 
+#: The condition of :func:`validate`'s error naming the problems of the rows (parameter ``problems``).
+INVALID_ROWS = "INVALID_INPUT.INVALID_ROWS"
+
 
 @dataclass
 class TableReport:
@@ -99,7 +102,8 @@ def validate(
     ------
     InputDataError
         One line naming, for every problem found, the table, column, problem, row count and
-        example keys; ``error.reports`` holds what the return value would have held.
+        example keys (condition ``INVALID_INPUT.INVALID_ROWS``, whose ``problems`` parameter lists
+        them); ``error.reports`` holds what the return value would have held.
 
     Examples
     --------
@@ -127,8 +131,8 @@ def validate(
                 found.append(rule.message(report.problems[rule.name], report.examples[rule.name]))
     if found and opts.on_invalid_rows == "error":
         # Every problem of both tables in one line, so one fix round mends them all.
-        error = InputDataError("; ".join(found))
+        error = InputDataError("; ".join(found), condition=INVALID_ROWS, parameters={"problems": found})
         error.reports = reports
-        error.problems = found
+        error.problems = found  # as before the parameters
         raise error
     return reports

@@ -12,11 +12,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, List, Sequence
 
-from ndcg_spark.errors import EXIT_INPUT, EXIT_OK, InputDataError
+from ndcg_spark.errors import InputDataError
 from ndcg_spark.evaluation import evaluate
 from ndcg_spark.job import console, pipeline, progress, storage
 from ndcg_spark.job.config import EvaluateConfig
-from ndcg_spark.validation import validate
+from ndcg_spark.job.exits import EXIT_INPUT, EXIT_OK
+from ndcg_spark.validation import INVALID_ROWS, validate
 
 #: The output the config needs to parse when ``validate`` is given none: it writes nothing.
 NO_OUTPUT = "(validate writes nothing)"
@@ -45,9 +46,9 @@ def main(spark, config: EvaluateConfig) -> Dict[str, Any]:
     try:
         validate(recs, rel, dataclasses.replace(opts, on_invalid_rows="error"))
     except InputDataError as error:
-        if not hasattr(error, "problems"):  # an empty table, a schema problem: no rule was applied
+        if error.getCondition() != INVALID_ROWS:  # an empty table, a schema problem: no rule was applied
             raise
-        problems = list(error.problems)
+        problems = list(error.getMessageParameters()["problems"])
     if problems and opts.on_invalid_rows == "error":
         return {"problems": problems, "rows": None}
     progress.phase("counting the rows the run would use")
