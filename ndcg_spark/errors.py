@@ -1,10 +1,9 @@
 """The package's errors, each with an error condition and its message parameters, at both ends of Spark.
 
 Like pyspark's own errors, each carries a condition (``INVALID_INPUT.ROW_CHECK``) and the
-parameters of its message (:meth:`NdcgError.getCondition`, :meth:`NdcgError.getMessageParameters`),
-so a program tells one failure from another without reading its words. What a failure means to a
-process (the ``ndcg-spark`` command's exit codes) is the job's, in one table:
-:mod:`ndcg_spark.job.exits`.
+parameters of its message (``error.condition``, ``error.parameters``), so a program tells one
+failure from another without reading its words. What a failure means to a process (the
+``ndcg-spark`` command's exit codes) is the job's, in one table: :mod:`ndcg_spark.job.exits`.
 
 * Into Spark: :func:`input_check` is the SQL filter that stops a computation on a bad row with
   an input error (``raise_error``, whose exception carries Spark's ``USER_RAISED_EXCEPTION``
@@ -53,9 +52,9 @@ class NdcgError(Exception):
     Examples
     --------
     >>> error = InputDataError("relevance table is empty", condition="INVALID_INPUT.EMPTY_TABLE", parameters={"table": "relevance"})
-    >>> error.getCondition(), error.getMessageParameters(), str(error)
+    >>> error.condition, error.parameters, str(error)
     ('INVALID_INPUT.EMPTY_TABLE', {'table': 'relevance'}, 'relevance table is empty')
-    >>> ConfigError("k must hold positive integers").getCondition()
+    >>> ConfigError("k must hold positive integers").condition
     'INVALID_CONFIG'
     """
 
@@ -66,16 +65,6 @@ class NdcgError(Exception):
         super().__init__(message)
         self.condition: str = condition or self.CONDITION
         self.parameters: Dict[str, Any] = dict(parameters or {})
-
-    def getCondition(self) -> str:  # noqa: N802 - pyspark's name, so one reader reads both kinds
-        """The error condition (as pyspark's ``PySparkException.getCondition``)."""
-        return self.condition
-
-    getErrorClass = getCondition  # noqa: N815 - pyspark 3.5's name of the same
-
-    def getMessageParameters(self) -> Dict[str, Any]:  # noqa: N802 - pyspark's name
-        """The message's parameters, by name (as pyspark's ``PySparkException.getMessageParameters``)."""
-        return dict(self.parameters)
 
     def __getattr__(self, name: str) -> Any:
         if name == "exit_code":  # removed: ask the job's table (docs/job.md, "Exit codes")
@@ -169,7 +158,7 @@ def as_error(exc: BaseException) -> NdcgError:
     Examples
     --------
     >>> error = as_error(KeyError("no such key"))
-    >>> error.getCondition(), error.getMessageParameters(), str(error)
+    >>> error.condition, error.parameters, str(error)
     ('FAILED.EXCEPTION', {'type': 'KeyError', 'message': "'no such key'"}, "KeyError: 'no such key'")
     """
     if isinstance(exc, NdcgError):

@@ -129,8 +129,7 @@ def test_a_row_that_fails_a_check_inside_spark_is_an_input_error_with_the_checks
         '(set negative_relevance = "clip" to read it as 0), e.g. user_id=2/item_id=B'
     )
     assert type(error) is RowCheckFailed and str(error) == f"invalid input: {check}"
-    assert (error.getCondition(), error.getMessageParameters()) == ("INVALID_INPUT.ROW_CHECK", {"check": check})
-    assert error_condition(error) == "INVALID_INPUT.ROW_CHECK"  # read as pyspark's errors are
+    assert (error.condition, error.parameters) == ("INVALID_INPUT.ROW_CHECK", {"check": check})
 
 
 @pytest.mark.parametrize("way", WAYS)
@@ -147,7 +146,7 @@ def test_input_check_stops_on_the_first_row_where_its_condition_holds(spark, way
 @pytest.mark.parametrize("way", WAYS)
 def test_another_raise_error_is_a_failure_not_an_input_error(spark, way):
     error = as_error(_failure(way, spark.range(1).selectExpr("raise_error('boom') AS x")))
-    assert type(error) is NdcgError and error.getCondition() == "FAILED.EXCEPTION"
+    assert type(error) is NdcgError and error.condition == "FAILED.EXCEPTION"
     assert "boom" in str(error) and "\n" not in str(error) and "SQLSTATE" not in str(error), str(error)
 
 
@@ -181,7 +180,7 @@ def test_a_csv_file_spark_refuses_is_an_input_error_naming_it(spark, tmp_path, w
     recs = read_table(spark, _folder(tmp_path / "recs", {"a.csv": FIRST, "b.csv": second}), "csv")
     rel = spark.createDataFrame([("1", "A", 1.0)], "user_id string, item_id string, relevance double")
     error = as_error(_failure(way, evaluate(recs, rel, k=[3]).summary))
-    assert type(error) is InputDataError and error.getCondition() == "INVALID_INPUT.UNREADABLE_FILE", str(error)
+    assert type(error) is InputDataError and error.condition == "INVALID_INPUT.UNREADABLE_FILE", str(error)
     path = (tmp_path / "recs" / "b.csv").as_uri()
     assert str(error).startswith(f"invalid input: {path} {words}"), str(error)
 
@@ -222,38 +221,38 @@ def test_a_truncated_or_damaged_parquet_file_is_an_input_error_naming_it(spark, 
         f"{(path / 'part-zz-damaged.parquet').as_uri()} cannot be "
         "read as Parquet: it is truncated, damaged or not a Parquet file"
     )
-    assert (type(error), error.getCondition(), str(error)) == (
+    assert (type(error), error.condition, str(error)) == (
         InputDataError,
         "INVALID_INPUT.UNREADABLE_FILE",
         f"invalid input: {reason}",
     )
-    assert error.getMessageParameters() == {"reason": reason}
+    assert error.parameters == {"reason": reason}
 
 
 def test_our_errors_are_themselves_and_any_other_exception_a_failure_in_one_line():
     own = InputDataError("relevance table is empty")
     assert as_error(own) is own
     error = as_error(KeyError("line one\nline two"))
-    assert (type(error), error.getCondition(), str(error)) == (
+    assert (type(error), error.condition, str(error)) == (
         NdcgError,
         "FAILED.EXCEPTION",
         "KeyError: 'line one\\nline two'",
     )
-    assert error.getMessageParameters() == {"type": "KeyError", "message": "'line one\\nline two'"}
+    assert error.parameters == {"type": "KeyError", "message": "'line one\\nline two'"}
 
 
 def test_our_errors_carry_a_condition_and_parameters_and_keep_their_words():
     own = InputDataError("recommendations table is empty")
-    assert (own.getCondition(), own.getMessageParameters(), str(own)) == (
+    assert (own.condition, own.parameters, str(own)) == (
         "INVALID_INPUT",
         {},
         "recommendations table is empty",
     )
     assert isinstance(own, ValueError) and isinstance(ConfigError("x"), ValueError)  # caught as before
-    assert ConfigError("x").getCondition() == ConfigError.CONDITION == "INVALID_CONFIG"
-    assert RowCheckFailed("invalid input: x", parameters={"check": "x"}).getErrorClass() == "INVALID_INPUT.ROW_CHECK"
+    assert ConfigError("x").condition == ConfigError.CONDITION == "INVALID_CONFIG"
+    assert RowCheckFailed("invalid input: x", parameters={"check": "x"}).condition == "INVALID_INPUT.ROW_CHECK"
     pickled = pickle.loads(pickle.dumps(RowCheckFailed("invalid input: x", parameters={"check": "x"})))
-    assert (type(pickled), str(pickled), pickled.getMessageParameters()) == (
+    assert (type(pickled), str(pickled), pickled.parameters) == (
         RowCheckFailed,
         "invalid input: x",
         {"check": "x"},

@@ -39,7 +39,7 @@ PACKAGE = Path(ndcg_spark.__file__).parent
         (Stopped(signal.SIGINT, "stopped by SIGINT"), 130),
         (Stopped(signal.SIGTERM, "stopped by SIGTERM"), 143),
     ],
-    ids=lambda v: v.getCondition() if isinstance(v, NdcgError) else str(v),
+    ids=lambda v: v.condition if isinstance(v, NdcgError) else str(v),
 )
 def test_each_condition_exits_with_the_code_docs_job_md_gives_it(error, code):
     assert exit_code(error) == code
@@ -55,7 +55,7 @@ def test_a_condition_is_read_by_its_first_part_and_any_other_is_a_failure():
 def test_the_jobs_errors_are_the_jobs_and_carry_their_condition():
     assert (interrupts.Stopped, lease.OutputLocked) == (Stopped, OutputLocked)
     stopped = Stopped(signal.SIGTERM, "stopped by SIGTERM")
-    assert (stopped.getCondition(), stopped.getMessageParameters()) == ("STOPPED.SIGTERM", {"signal": "SIGTERM"})
+    assert (stopped.condition, stopped.parameters) == ("STOPPED.SIGTERM", {"signal": "SIGTERM"})
     assert exits.signal_exit(signal.SIGTERM) == 143 and exits.signal_exit(signal.SIGINT) == 130
     assert exits.MEANINGS[exits.EXIT_INPUT] == "invalid input data"
     assert exits.NO_RETRY == {exits.EXIT_CONFIG, exits.EXIT_INPUT, exits.EXIT_QUALITY_GATE}

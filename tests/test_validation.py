@@ -132,8 +132,8 @@ def test_validate_names_every_problem_of_both_tables_at_once(spark):
         "relevance column 'relevance' is negative (set negative_relevance = \"clip\" to read it as 0) in 1 row, "
         "e.g. user_id=2/item_id=d",
     ]
-    assert info.value.getCondition() == "INVALID_INPUT.INVALID_ROWS"
-    assert info.value.getMessageParameters() == {"problems": problems}
+    assert info.value.condition == "INVALID_INPUT.INVALID_ROWS"
+    assert info.value.parameters == {"problems": problems}
     reports = info.value.reports
     assert (reports["recommendations"].rows, reports["recommendations"].problems) == (
         7,

@@ -46,9 +46,9 @@ def main(spark, config: EvaluateConfig) -> Dict[str, Any]:
     try:
         validate(recs, rel, dataclasses.replace(opts, on_invalid_rows="error"))
     except InputDataError as error:
-        if error.getCondition() != INVALID_ROWS:  # an empty table, a schema problem: no rule was applied
+        if error.condition != INVALID_ROWS:  # an empty table, a schema problem: no rule was applied
             raise
-        problems = list(error.getMessageParameters()["problems"])
+        problems = list(error.parameters["problems"])
     if problems and opts.on_invalid_rows == "error":
         return {"problems": problems, "rows": None}
     progress.phase("counting the rows the run would use")

@@ -87,7 +87,7 @@ def exit_code(error: NdcgError) -> int:
     >>> exit_code(Stopped(signal.SIGTERM, "stopped by SIGTERM")), exit_code(NdcgError("anything else"))
     (143, 1)
     """
-    condition = error.getCondition()
+    condition = error.condition
     while condition not in EXIT_CODES and "." in condition:
         condition = condition.rsplit(".", 1)[0]
     return EXIT_CODES.get(condition, EXIT_FAILURE)
