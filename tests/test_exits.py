@@ -4,6 +4,7 @@ the names that moved from the library with a warning."""
 from __future__ import annotations
 
 import ast
+import re
 import signal
 from pathlib import Path
 
@@ -44,6 +45,16 @@ PACKAGE = Path(ndcg_spark.__file__).parent
 def test_each_condition_exits_with_the_code_docs_job_md_gives_it(error, code):
     assert exit_code(error) == code
     assert classify(error) == (code, str(error))
+
+
+def test_the_table_is_the_one_docs_job_md_shows():
+    """Each row of docs/job.md's "Exit codes" names its code's conditions: they are the table's."""
+    text = (PACKAGE.parent / "docs" / "job.md").read_text().split("## Exit codes", 1)[1].split("\n## ", 1)[0]
+    documented = {}
+    for code, conditions in re.findall(r"^\| (\d+) \| \(([^)]*)\)", text, re.M):
+        for condition in re.findall(r"`([A-Z_.]+?)(?:\.\*)?`", conditions):
+            documented[condition] = int(code)
+    assert documented == exits.EXIT_CODES
 
 
 def test_a_condition_is_read_by_its_first_part_and_any_other_is_a_failure():
