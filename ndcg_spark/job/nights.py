@@ -21,12 +21,11 @@ from typing import Any, Dict, List, Optional
 
 from ndcg_spark.job import lease, publish
 from ndcg_spark.job.config import Partition
-from ndcg_spark.job.exits import EXIT_FAILURE, EXIT_INPUT, EXIT_SPARK_GONE
 from ndcg_spark.job.result import RunResult
 from ndcg_spark.job.storage import LocalFiles, strict_json
 
-#: The exit codes of a failed night (bad input, the JVM gone, any other failure), noted for history.
-FAILED_CODES = (EXIT_FAILURE, EXIT_INPUT, EXIT_SPARK_GONE)
+#: The exit codes of a failed night (bad input, the JVM gone, any other failure: exits.py), noted for history.
+FAILED_CODES = (1, 3, 6)
 INTERRUPTED = "the next run completes it (the figures above are its staged result)"
 
 
