@@ -35,6 +35,16 @@ from ndcg_spark._failures import refused_file as refused_file
 from ndcg_spark._failures import spark_gone as spark_gone
 from ndcg_spark._failures import unreadable_parquet as unreadable_parquet
 
+#: The library's error conditions beyond each class's own, with their parameters (docs/conventions.md).
+ROW_CHECK = "INVALID_INPUT.ROW_CHECK"  # check: the check's words, naming the row
+INVALID_ROWS = "INVALID_INPUT.INVALID_ROWS"  # problems: each problem's line (validate)
+EMPTY_TABLE = "INVALID_INPUT.EMPTY_TABLE"  # table
+MISSING_COLUMN = "INVALID_INPUT.MISSING_COLUMN"  # table, column
+COLUMN_TYPE = "INVALID_INPUT.COLUMN_TYPE"  # table, column, type
+TYPES_DIFFER = "INVALID_INPUT.TYPES_DIFFER"  # column: of one type in a table, another in the other
+UNREADABLE_TABLE = "INVALID_INPUT.UNREADABLE_TABLE"  # table, source, reason
+UNREADABLE_FILE = "INVALID_INPUT.UNREADABLE_FILE"  # reason: a file Spark refused while computing
+
 
 class NdcgError(Exception):
     """Base class of the errors this package raises on purpose.
@@ -96,7 +106,7 @@ class RowCheckFailed(InputDataError):
     such problem of the tables.
     """
 
-    CONDITION = "INVALID_INPUT.ROW_CHECK"
+    CONDITION = ROW_CHECK
 
 
 class SparkGone(NdcgError):
@@ -175,9 +185,7 @@ def as_error(exc: BaseException) -> NdcgError:
         return RowCheckFailed(f"invalid input: {check}", parameters={"check": check})
     refused = refused_file(failures, spark_text(exc))
     if refused:
-        return InputDataError(
-            f"invalid input: {refused}", condition="INVALID_INPUT.UNREADABLE_FILE", parameters={"reason": refused}
-        )
+        return InputDataError(f"invalid input: {refused}", condition=UNREADABLE_FILE, parameters={"reason": refused})
     line = first_line(exc)
     return NdcgError(
         f"{type(exc).__name__}: {line}",

@@ -15,11 +15,8 @@ from pyspark.sql import functions as F
 
 from ndcg_spark import _inputs, _rules
 from ndcg_spark._sql import ident
-from ndcg_spark.errors import InputDataError, input_errors
+from ndcg_spark.errors import EMPTY_TABLE, INVALID_ROWS, InputDataError, input_errors
 from ndcg_spark.options import EvaluationOptions, resolve
-
-#: The condition of :func:`validate`'s error naming the problems of the rows (parameter ``problems``).
-INVALID_ROWS = "INVALID_INPUT.INVALID_ROWS"
 
 
 @dataclass
@@ -124,7 +121,7 @@ def validate(
     for table, df in (("recommendations", recommendations), ("relevance", relevance)):
         report = _report(df, table, opts)
         if report.rows == 0:
-            raise InputDataError(f"{table} table is empty")
+            raise InputDataError(f"{table} table is empty", condition=EMPTY_TABLE, parameters={"table": table})
         reports[table] = report
         for rule in _rules.rules_for(table, opts, df.columns):
             if rule.name in report.problems:
@@ -133,6 +130,6 @@ def validate(
         # Every problem of both tables in one line, so one fix round mends them all.
         error = InputDataError("; ".join(found), condition=INVALID_ROWS, parameters={"problems": found})
         error.reports = reports
-        error.problems = found  # as before the parameters
+        error.problems = found  # read before it was a parameter
         raise error
     return reports

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from py4j.protocol import Py4JJavaError
 
-from ndcg_spark import evaluate, read_table
+from ndcg_spark import errors, evaluate, read_table, validate
 from ndcg_spark._compat import error_condition
 from ndcg_spark.errors import (
     ConfigError,
@@ -257,3 +257,35 @@ def test_our_errors_carry_a_condition_and_parameters_and_keep_their_words():
         "invalid input: x",
         {"check": "x"},
     )
+
+
+def test_each_problem_of_the_input_carries_its_condition_and_parameters(spark, tmp_path):
+    rel = spark.createDataFrame([(1, "A", 1.0)], REL)
+
+    def raised(action) -> tuple:
+        with pytest.raises(InputDataError) as info:
+            action()
+        return info.value.condition, info.value.parameters
+
+    points = spark.createDataFrame([(1, "A", 0.9)], "user_id int, item_id string, points double")
+    assert raised(lambda: evaluate(points, rel, k=[3])) == (
+        errors.MISSING_COLUMN,
+        {"table": "recommendations", "column": "score"},
+    )
+    text = spark.createDataFrame([(1, "A", "0.9")], "user_id int, item_id string, score string")
+    assert raised(lambda: evaluate(text, rel, k=[3])) == (
+        errors.COLUMN_TYPE,
+        {"table": "recommendations", "column": "score", "type": "string"},
+    )
+    keyed = spark.createDataFrame([("1", "A", 0.9)], "user_id string, item_id string, score double")
+    assert raised(lambda: evaluate(keyed, rel, k=[3])) == (errors.TYPES_DIFFER, {"column": "user_id"})
+    empty = spark.createDataFrame([], RECS)
+    assert raised(lambda: validate(empty, rel)) == (errors.EMPTY_TABLE, {"table": "recommendations"})
+    missing = str(tmp_path / "nowhere")
+    condition, parameters = raised(lambda: read_table(spark, missing))
+    assert (condition, parameters["table"], parameters["source"]) == (
+        errors.UNREADABLE_TABLE,
+        "recommendations",
+        missing,
+    )
+    assert parameters["reason"] == "it does not exist"

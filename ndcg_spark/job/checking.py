@@ -12,12 +12,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, List, Sequence
 
-from ndcg_spark.errors import InputDataError
+from ndcg_spark.errors import INVALID_ROWS, InputDataError
 from ndcg_spark.evaluation import evaluate
 from ndcg_spark.job import console, pipeline, progress, storage
 from ndcg_spark.job.config import EvaluateConfig
 from ndcg_spark.job.exits import EXIT_INPUT, EXIT_OK
-from ndcg_spark.validation import INVALID_ROWS, validate
+from ndcg_spark.validation import validate
 
 #: The output the config needs to parse when ``validate`` is given none: it writes nothing.
 NO_OUTPUT = "(validate writes nothing)"
