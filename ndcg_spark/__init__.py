@@ -3,8 +3,9 @@
 The public API is what ``__all__`` names; every other module and name is private.
 """
 
+from ndcg_spark import errors as _errors
 from ndcg_spark.compare import ComparisonResult, ModelComparison, compare, compare_models
-from ndcg_spark.errors import ConfigError, InputDataError, NdcgError, QualityGateFailed
+from ndcg_spark.errors import ConfigError, InputDataError, NdcgError, RowCheckFailed
 from ndcg_spark.evaluation import EvaluationResult, evaluate
 from ndcg_spark.options import EvaluationOptions
 from ndcg_spark.paired import paired_difference
@@ -19,7 +20,7 @@ __all__ = [
     "InputDataError",
     "ModelComparison",
     "NdcgError",
-    "QualityGateFailed",
+    "RowCheckFailed",
     "TableReport",
     "compare",
     "compare_models",
@@ -29,3 +30,8 @@ __all__ = [
     "validate",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    # QualityGateFailed is the job's (ndcg_spark.job.exits): importable from here for a while, with a warning.
+    return _errors.moved(__name__, name, ("QualityGateFailed",))

@@ -10,8 +10,8 @@ The differences the package meets:
 * A ``SparkThrowable``'s condition is ``getCondition()`` in 4.0 and ``getErrorClass()`` before:
   :func:`error_condition` asks for either.
 * ``raise_error`` throws an exception with the ``USER_RAISED_EXCEPTION`` condition in 4.0 and a
-  plain ``RuntimeException`` before: :mod:`ndcg_spark.errors` reads the message in both.
-* The ``FAILED_READ_FILE.*`` conditions (4.0) are Spark's words before: :mod:`ndcg_spark.errors`
+  plain ``RuntimeException`` before: :mod:`ndcg_spark._failures` reads the message in both.
+* The ``FAILED_READ_FILE.*`` conditions (4.0) are Spark's words before: :mod:`ndcg_spark._failures`
   reads both.
 * ``array_distinct`` keeps both -0.0 and 0.0 on 3.5: the ordering keys are made 0.0 where they are
   built (:mod:`ndcg_spark._inputs`, :mod:`ndcg_spark._scoring`), on every version (it cannot be

@@ -25,7 +25,7 @@ from pyspark.sql import types as T
 from ndcg_spark._columns import ARRAY_RANK, HAS_ATTRIBUTES, ITEM, ORDER, REL
 from ndcg_spark._compat import check_spark
 from ndcg_spark._sql import ident, string_literal
-from ndcg_spark.errors import InputDataError, input_check
+from ndcg_spark.errors import COLUMN_TYPE, MISSING_COLUMN, TYPES_DIFFER, InputDataError, input_check
 from ndcg_spark.options import EvaluationOptions
 
 NUMERIC_TYPES = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType, T.DecimalType)
@@ -49,13 +49,17 @@ def as_rows(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
         return df
     if opts.array_col not in df.columns:
         raise InputDataError(
-            f"recommendations table has no column {opts.array_col!r} (it has: {', '.join(df.columns)})"
+            f"recommendations table has no column {opts.array_col!r} (it has: {', '.join(df.columns)})",
+            condition=MISSING_COLUMN,
+            parameters={"table": "recommendations", "column": opts.array_col},
         )
     element = df.schema[opts.array_col].dataType
     if not isinstance(element, T.ArrayType) or not isinstance(element.elementType, T.StructType):
         raise InputDataError(
             f"recommendations column {opts.array_col!r} has type {element.simpleString()}; "
-            "the 'array' layout needs array<struct<item, score>>"
+            "the 'array' layout needs array<struct<item, score>>",
+            condition=COLUMN_TYPE,
+            parameters={"table": "recommendations", "column": opts.array_col, "type": element.simpleString()},
         )
     fields = element.elementType.fieldNames()
     wanted = [opts.item_col] + ([opts.score_col] if opts.array_ranking == "score" else [])
@@ -119,12 +123,16 @@ def check_schema(df: DataFrame, table: str, opts: EvaluationOptions) -> None:
                     f"(a CSV file needs a first line naming its columns, e.g. {','.join(n for n, _, _ in needed)})"
                 )
             raise InputDataError(
-                f"{table} table has no column {name!r} (it has: {', '.join(fields) or 'no columns'}){hint}"
+                f"{table} table has no column {name!r} (it has: {', '.join(fields) or 'no columns'}){hint}",
+                condition=MISSING_COLUMN,
+                parameters={"table": table, "column": name},
             )
         accepted, names = (KEY_TYPES, KEY_TYPE_NAMES) if kind == "key" else (NUMERIC_TYPES, NUMERIC_TYPE_NAMES)
         if not isinstance(fields[name], accepted):
             raise InputDataError(
-                f"{table} column {name!r} has type {fields[name].simpleString()}; accepted types: {names}"
+                f"{table} column {name!r} has type {fields[name].simpleString()}; accepted types: {names}",
+                condition=COLUMN_TYPE,
+                parameters={"table": table, "column": name, "type": fields[name].simpleString()},
             )
 
 
@@ -138,7 +146,9 @@ def check_tables(recs: DataFrame, rel: DataFrame, opts: EvaluationOptions) -> No
         if isinstance(left, T.StringType) != isinstance(right, T.StringType):
             raise InputDataError(
                 f"column {name!r} is {left.simpleString()} in the recommendations but "
-                f"{right.simpleString()} in the relevance table; store both with one type"
+                f"{right.simpleString()} in the relevance table; store both with one type",
+                condition=TYPES_DIFFER,
+                parameters={"column": name},
             )
 
 
@@ -148,9 +158,17 @@ def check_segments(recs: DataFrame, attributes: Optional[DataFrame], opts: Evalu
     for name in opts.group_by:
         if name not in available:
             where = "the recommendations" + (" or the user attributes" if attributes is not None else "")
-            raise InputDataError(f"group_by column {name!r} is not a column of {where}")
+            raise InputDataError(
+                f"group_by column {name!r} is not a column of {where}",
+                condition=MISSING_COLUMN,
+                parameters={"table": "recommendations", "column": name},
+            )
     if attributes is not None and opts.user_col not in attributes.columns:
-        raise InputDataError(f"user attributes table has no column {opts.user_col!r}")
+        raise InputDataError(
+            f"user attributes table has no column {opts.user_col!r}",
+            condition=MISSING_COLUMN,
+            parameters={"table": "user attributes", "column": opts.user_col},
+        )
 
 
 def segments_served(recs: DataFrame, opts: EvaluationOptions) -> Optional[DataFrame]:
@@ -209,7 +227,9 @@ def common_item_type(recs_type: T.DataType, rel_type: T.DataType, opts: Evaluati
     if not (isinstance(rel_type, INTEGRAL_TYPES) and isinstance(recs_type, INTEGRAL_TYPES)):
         raise InputDataError(
             f"item column {opts.item_col!r} is {recs_type.simpleString()} in the recommendations "
-            f"but {rel_type.simpleString()} in the relevance table; store both with one type"
+            f"but {rel_type.simpleString()} in the relevance table; store both with one type",
+            condition=TYPES_DIFFER,
+            parameters={"column": opts.item_col},
         )
     width = {t: i for i, t in enumerate(INTEGRAL_TYPES)}
     return max(recs_type, rel_type, key=lambda t: width[type(t)])

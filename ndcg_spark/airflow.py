@@ -32,7 +32,8 @@ import time
 from datetime import timedelta
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-from ndcg_spark.errors import EXIT_CONFIG, EXIT_INPUT, EXIT_LOCKED, EXIT_OK, EXIT_QUALITY_GATE, EXIT_SPARK_GONE
+# How the job ended, read from its one table of exit codes.
+from ndcg_spark.job.exits import EXIT_OK, MEANINGS, NO_RETRY
 
 try:  # Airflow 3
     from airflow.sdk import BaseOperator
@@ -42,21 +43,6 @@ except ImportError:  # pragma: no cover - Airflow 2.x
     from airflow.models import BaseOperator
 
 __all__ = ["NdcgSparkOperator", "NO_RETRY", "outcome"]
-
-#: Exits a retry cannot mend: bad config or flags, invalid input data, a failed gate.
-NO_RETRY = frozenset({EXIT_CONFIG, EXIT_INPUT, EXIT_QUALITY_GATE})
-
-#: What each exit code of the job means (README.md, "Job").
-MEANINGS = {
-    1: "failed",
-    EXIT_CONFIG: "bad config, flags or output",
-    EXIT_INPUT: "invalid input data",
-    EXIT_QUALITY_GATE: "a gate failed (outputs written)",
-    EXIT_LOCKED: "a live run holds the output",
-    EXIT_SPARK_GONE: "the Spark driver's JVM died",
-    130: "stopped by SIGINT",
-    143: "stopped by SIGTERM",
-}
 
 #: prctl's option that sends a process a signal when its parent dies (linux/prctl.h).
 PR_SET_PDEATHSIG = 1

@@ -1,4 +1,9 @@
-"""Errors with the exit codes the job maps them to, at both ends of Spark.
+"""The package's errors, each with an error condition and its message parameters, at both ends of Spark.
+
+Like pyspark's own errors, each carries a condition (``INVALID_INPUT.ROW_CHECK``) and the
+parameters of its message (``error.condition``, ``error.parameters``), so a program tells one
+failure from another without reading its words. What a failure means to a process (the
+``ndcg-spark`` command's exit codes) is the job's, in one table: :mod:`ndcg_spark.job.exits`.
 
 * Into Spark: :func:`input_check` is the SQL filter that stops a computation on a bad row with
   an input error (``raise_error``, whose exception carries Spark's ``USER_RAISED_EXCEPTION``
@@ -6,78 +11,109 @@
   ``RuntimeException`` with the message on Spark 3.5).
 * Out of Spark: :func:`as_error` turns any exception (classic ``pyspark.errors``, Spark
   Connect's, a raw Py4J error) into one of these errors, by the error conditions and message
-  parameters Spark attaches, and :func:`first_line` gives any exception as one line.
-
-The job prints ``str(error)`` as one line on stderr and exits with ``error.exit_code``.
+  parameters Spark attaches (:mod:`ndcg_spark._failures` reads them), and :func:`first_line`
+  gives any exception as one line.
 """
 
 from __future__ import annotations
 
+import importlib
 import re
+import warnings
 from contextlib import contextmanager
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, Mapping, Optional
 
-from ndcg_spark._compat import error_condition
+from ndcg_spark._failures import INPUT_ERROR_TAG, condition_message, condition_of, row_check, spark_failures, spark_text
 
-#: Exit codes of the ``ndcg-spark`` command and ``jobs/evaluate_ndcg.py``.
-EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_CONFIG = 2
-EXIT_INPUT = 3
-EXIT_QUALITY_GATE = 4
-EXIT_LOCKED = 5
-EXIT_SPARK_GONE = 6
+# Read from this module by name (the job, the tests): where they are written, kept importable here.
+from ndcg_spark._failures import QUOTED as QUOTED
+from ndcg_spark._failures import connect_gone as connect_gone
+from ndcg_spark._failures import java_texts as java_texts
+from ndcg_spark._failures import malformed_row as malformed_row
+from ndcg_spark._failures import python_causes as python_causes
+from ndcg_spark._failures import refused_file as refused_file
+from ndcg_spark._failures import spark_gone as spark_gone
+from ndcg_spark._failures import unreadable_parquet as unreadable_parquet
 
-#: Start of the message of every input error raised inside Spark: tells ours from another ``raise_error``.
-INPUT_ERROR_TAG = "NDCG_INVALID_INPUT"
-#: Spark's error condition of an exception raised by ``raise_error``; the message is its ``errorMessage``.
-USER_RAISED = "USER_RAISED_EXCEPTION"
-#: Longest value of a file quoted in an error message.
-QUOTED = 60
+#: The library's error conditions beyond each class's own, with their parameters (docs/conventions.md).
+ROW_CHECK = "INVALID_INPUT.ROW_CHECK"  # check: the check's words, naming the row
+INVALID_ROWS = "INVALID_INPUT.INVALID_ROWS"  # problems: each problem's line (validate)
+EMPTY_TABLE = "INVALID_INPUT.EMPTY_TABLE"  # table
+MISSING_COLUMN = "INVALID_INPUT.MISSING_COLUMN"  # table, column
+COLUMN_TYPE = "INVALID_INPUT.COLUMN_TYPE"  # table, column, type
+TYPES_DIFFER = "INVALID_INPUT.TYPES_DIFFER"  # column: of one type in a table, another in the other
+UNREADABLE_TABLE = "INVALID_INPUT.UNREADABLE_TABLE"  # table, source, reason
+UNREADABLE_FILE = "INVALID_INPUT.UNREADABLE_FILE"  # reason: a file Spark refused while computing
 
 
 class NdcgError(Exception):
-    """Base class of the errors this package raises on purpose."""
+    """Base class of the errors this package raises on purpose.
 
-    exit_code = EXIT_FAILURE
+    Parameters
+    ----------
+    message : str
+        The error's one line, as ``str(error)`` gives it.
+    condition : str, optional
+        The error condition, ``NAME`` or ``NAME.SUBNAME`` (pyspark's convention); by default the
+        class's own, :attr:`CONDITION`.
+    parameters : mapping, optional
+        The values the message was made of, by name (a path, a column, a check's words).
+
+    Examples
+    --------
+    >>> error = InputDataError("relevance table is empty", condition="INVALID_INPUT.EMPTY_TABLE", parameters={"table": "relevance"})
+    >>> error.condition, error.parameters, str(error)
+    ('INVALID_INPUT.EMPTY_TABLE', {'table': 'relevance'}, 'relevance table is empty')
+    >>> ConfigError("k must hold positive integers").condition
+    'INVALID_CONFIG'
+    """
+
+    #: The condition of an error of this class when none more precise is given.
+    CONDITION = "FAILED"
+
+    def __init__(self, message: str = "", *, condition: Optional[str] = None, parameters: Optional[Mapping] = None):
+        super().__init__(message)
+        self.condition: str = condition or self.CONDITION
+        self.parameters: Dict[str, Any] = dict(parameters or {})
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "exit_code":  # removed: ask the job's table (docs/job.md, "Exit codes")
+            words = (
+                "error.exit_code is the job's now: ndcg_spark.job.exits.exit_code(error) (it goes in a later release)"
+            )
+            warnings.warn(words, DeprecationWarning, stacklevel=2)
+            return importlib.import_module("ndcg_spark.job.exits").exit_code(self)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
 
 class ConfigError(NdcgError, ValueError):
-    """A bad option, flag or config file (exit code 2)."""
+    """A bad option, flag or config file (condition ``INVALID_CONFIG``)."""
 
-    exit_code = EXIT_CONFIG
+    CONDITION = "INVALID_CONFIG"
 
 
 class InputDataError(NdcgError, ValueError):
-    """Input tables that cannot be evaluated as they are (exit code 3)."""
+    """Input tables that cannot be evaluated as they are (condition ``INVALID_INPUT``)."""
 
-    exit_code = EXIT_INPUT
+    CONDITION = "INVALID_INPUT"
 
 
 class RowCheckFailed(InputDataError):
-    """A row that failed one of the evaluation's checks inside Spark (:func:`input_check`), exit code 3.
+    """A row that failed one of the evaluation's checks inside Spark (:func:`input_check`):
+    condition ``INVALID_INPUT.ROW_CHECK``, parameter ``check`` (the check's words).
 
     Its message is the check's, after ``invalid input:``; :func:`ndcg_spark.validate` counts every
     such problem of the tables.
     """
 
-
-class QualityGateFailed(NdcgError):
-    """Outputs were written, but a ``--fail-below`` threshold was not met (exit code 4)."""
-
-    exit_code = EXIT_QUALITY_GATE
-
-
-class OutputLocked(NdcgError):
-    """Another run holds the lock of the output (or partition) this run would write (exit code 5)."""
-
-    exit_code = EXIT_LOCKED
+    CONDITION = ROW_CHECK
 
 
 class SparkGone(NdcgError):
-    """The Spark driver's JVM ended under the run (killed, out of memory): exit code 6."""
+    """The Spark driver's JVM, or the Spark Connect server, ended under the run (killed, out of
+    memory): condition ``SPARK_GONE.DRIVER`` or ``SPARK_GONE.CONNECT_SERVER``."""
 
-    exit_code = EXIT_SPARK_GONE
+    CONDITION = "SPARK_GONE"
 
 
 #: The one line of :class:`SparkGone`.
@@ -86,55 +122,16 @@ SPARK_GONE = (
     "result stands and the next run completes or clears what this one left"
 )
 
-
-#: The one line of a driver JVM that PySpark could not start (exit code 1).
-JVM_DID_NOT_START = (
-    "the Spark driver's JVM did not start (the lines above are its own): Java 17 must be on the PATH or in JAVA_HOME"
-)
-
-
-def _condition(exc: BaseException) -> Optional[str]:
-    try:
-        return error_condition(exc)
-    except Exception:  # noqa: BLE001 - not a Spark exception
-        return None
-
-
 #: The one line of a Spark Connect server that ended under the run (its client gave up retrying).
 CONNECT_GONE = (
     "the Spark Connect server ended or cannot be reached (killed? out of memory?): the run stopped; the "
     "previous result stands and the next run completes or clears what this one left"
 )
 
-
-def connect_gone(exc: BaseException) -> bool:
-    """Whether ``exc`` is Spark Connect's client giving up on a server it cannot reach (gRPC
-    ``UNAVAILABLE`` after its retries)."""
-    code = getattr(exc, "getGrpcStatusCode", None)
-    try:
-        return callable(code) and getattr(code(), "name", None) == "UNAVAILABLE"
-    except Exception:  # noqa: BLE001 - not a gRPC error after all
-        return False
-
-
-def spark_gone(exc: BaseException) -> bool:
-    """Whether ``exc`` (or an exception behind it) is Py4J losing its connection to the driver's JVM.
-
-    Read from where it was raised (inside ``py4j``), not from its type alone: a refused
-    connection elsewhere (an MLflow server down) is not the JVM's end.
-    """
-    current, seen = exc, 0
-    while current is not None and seen < 10:
-        if type(current).__name__ == "Py4JNetworkError":
-            return True
-        if isinstance(current, (ConnectionError, EOFError)):
-            tb = current.__traceback__
-            while tb is not None:
-                if tb.tb_frame.f_globals.get("__name__", "").startswith("py4j"):
-                    return True
-                tb = tb.tb_next
-        current, seen = current.__cause__ or current.__context__, seen + 1
-    return False
+#: The one line of a driver JVM that PySpark could not start (condition ``SPARK_DID_NOT_START``).
+JVM_DID_NOT_START = (
+    "the Spark driver's JVM did not start (the lines above are its own): Java 17 must be on the PATH or in JAVA_HOME"
+)
 
 
 # ----------------------------------------------------------------------------- into Spark
@@ -160,35 +157,41 @@ def input_check(condition: str, message: str) -> str:
 
 
 def as_error(exc: BaseException) -> NdcgError:
-    """Our error for any exception, with its exit code.
+    """Our error for any exception, with its condition and parameters.
 
     An :class:`NdcgError` is itself; a row that failed one of our checks inside Spark is a
     :class:`RowCheckFailed`; a file Spark refused while computing (:func:`refused_file`) an
-    :class:`InputDataError`; anything else an :class:`NdcgError` (exit code 1) naming the
-    exception's type and its first line.
+    :class:`InputDataError` (``INVALID_INPUT.UNREADABLE_FILE``); the driver's JVM or the Spark
+    Connect server gone a :class:`SparkGone`; anything else an :class:`NdcgError`
+    (``FAILED.EXCEPTION``) naming the exception's type and its first line.
+
+    Examples
+    --------
+    >>> error = as_error(KeyError("no such key"))
+    >>> error.condition, error.parameters, str(error)
+    ('FAILED.EXCEPTION', {'type': 'KeyError', 'message': "'no such key'"}, "KeyError: 'no such key'")
     """
     if isinstance(exc, NdcgError):
         return exc
     if spark_gone(exc):
-        return SparkGone(SPARK_GONE)
+        return SparkGone(SPARK_GONE, condition="SPARK_GONE.DRIVER")
     if connect_gone(exc):
-        return SparkGone(CONNECT_GONE)
-    if _condition(exc) == "JAVA_GATEWAY_EXITED":  # PySpark could not start the driver's JVM
-        return NdcgError(JVM_DID_NOT_START)
-    failures = list(_spark_failures(exc))
-    for condition, parameters in failures:
-        text = parameters.get("errorMessage", "") if condition == USER_RAISED else ""
-        if text.startswith(f"{INPUT_ERROR_TAG}: "):
-            return RowCheckFailed("invalid input: " + _one_line(text[len(INPUT_ERROR_TAG) + 2 :]))
-    text = _text(exc)
-    # Spark 3.5's raise_error has no condition: its RuntimeException's message is the text itself.
-    raised = re.search(rf"(?m)(?:^|java\.lang\.RuntimeException: ){INPUT_ERROR_TAG}: (.*)$", text)
-    if raised:
-        return RowCheckFailed("invalid input: " + raised.group(1).strip())
-    refused = refused_file(failures, text)
+        return SparkGone(CONNECT_GONE, condition="SPARK_GONE.CONNECT_SERVER")
+    if condition_of(exc) == "JAVA_GATEWAY_EXITED":  # PySpark could not start the driver's JVM
+        return NdcgError(JVM_DID_NOT_START, condition="SPARK_DID_NOT_START")
+    failures = list(spark_failures(exc))
+    check = row_check(exc, failures)
+    if check is not None:
+        return RowCheckFailed(f"invalid input: {check}", parameters={"check": check})
+    refused = refused_file(failures, spark_text(exc))
     if refused:
-        return InputDataError("invalid input: " + refused)
-    return NdcgError(f"{type(exc).__name__}: {first_line(exc)}")
+        return InputDataError(f"invalid input: {refused}", condition=UNREADABLE_FILE, parameters={"reason": refused})
+    line = first_line(exc)
+    return NdcgError(
+        f"{type(exc).__name__}: {line}",
+        condition="FAILED.EXCEPTION",
+        parameters={"type": type(exc).__name__, "message": line},
+    )
 
 
 @contextmanager
@@ -222,108 +225,6 @@ def input_errors() -> Iterator[None]:
         raise
 
 
-def refused_file(failures: List[Tuple[str, Dict[str, str]]], text: str = "") -> Optional[str]:
-    """A one-line message for an input file Spark refused while computing, or None.
-
-    ``failures``: (error condition, message parameters) of an exception and its causes. A CSV row
-    whose fields do not match the header and a Parquet file that stores a column with another type
-    than the table's are told by their conditions; a CSV file whose header is not the table's only
-    by Spark's words, read by :func:`malformed_row` in ``text`` (the messages Spark gave).
-    """
-    found = {condition: parameters for condition, parameters in failures if condition}
-    # FAILED_READ_FILE.* on Spark 4; Spark 3.5 names the file in a legacy condition's parameters.
-    paths = [
-        p["path"]
-        for c, p in sorted(found.items(), key=lambda f: not f[0].startswith("FAILED_READ_FILE"))
-        if "path" in p
-    ]
-    record = found.get("MALFORMED_CSV_RECORD", {}).get("badRecord")
-    if record is not None:
-        return _bad_record(paths[0] if paths else None, record)
-    parquet = found.get("FAILED_READ_FILE.PARQUET_COLUMN_DATA_TYPE_MISMATCH", {})
-    if {"path", "column", "expectedType", "actualType"} <= set(parquet):
-        column = parquet["column"].strip("[]")
-        return _type_mismatch(parquet["path"], column, parquet["expectedType"], parquet["actualType"])
-    return malformed_row(text) or unreadable_parquet(paths, text)
-
-
-#: The Parquet reader's words for a file cut short, damaged, or not Parquet at all (Spark 3.5 and 4.x).
-_NOT_PARQUET = (
-    r"is not a Parquet file|Expected magic number|corrupted file: the footer|"
-    r"can not read class org\.apache\.parquet|ParquetDecodingException"
-)
-
-
-def unreadable_parquet(paths: List[str], text: str) -> Optional[str]:
-    """A one-line message for a Parquet file that cannot be read (truncated, damaged, not Parquet), or None.
-
-    Spark 4 names the file in a ``FAILED_READ_FILE`` condition (``paths``); Spark 3.5 only in the
-    reader's words, which for a damaged footer do not name it. Any other failure to read a file
-    (storage unreachable, permissions) is not the input's fault and stays a failure (exit code 1).
-    """
-    if not re.search(_NOT_PARQUET, text):
-        return None
-    named = re.search(r"(\S+) is not a Parquet file|while reading file (\S+?)\.?(?:\s|$)", text)
-    file = paths[0] if paths else next((g for g in named.groups() if g), None) if named else None
-    where = _as_uri(file) if file else "a file of the input (Spark did not name it)"
-    return f"{where} cannot be read as Parquet: it is truncated, damaged or not a Parquet file"
-
-
-def _as_uri(path: str) -> str:
-    """A local path as Spark 4 writes it in messages (``file:///x``; Hadoop's own words have ``file:/x``)."""
-    return re.sub(r"^file:/(?!/)", "file:///", path)
-
-
-def malformed_row(text: str) -> Optional[str]:
-    """A one-line message for an input file that Spark refused while computing, from its words.
-
-    A CSV row whose fields do not match the header, a CSV file whose header is not the table's
-    (:func:`ndcg_spark.reading.read_table` has Spark compare every file's header with the
-    table's columns), or a Parquet file that stores a column with another type than the table's
-    schema. None for any other error. Spark gives the header's mismatch in words only; the other
-    two are read here when no error condition names them (:func:`refused_file`).
-    """
-    file = re.search(r"(?:while reading file|in file|CSV file:) (\S+?)\.?(?:\s|$)", text)
-    record = re.search(r"Malformed CSV record: (.*?)(?: SQLSTATE|\n|$)", text)
-    if record:
-        return _bad_record(file.group(1) if file else None, record.group(1))
-    where = file.group(1) if file else "a file"
-    header = re.search(r"CSV header does not conform to the schema\.\s+Header: (.*)\n\s*Schema: (.*)\n", text)
-    if header:
-        return (
-            f"{where} has the header {header.group(1)[: 2 * QUOTED]!r} where the table's columns are "
-            f"{header.group(2)[: 2 * QUOTED]!r}: every CSV file of a table must begin with the same header, "
-            "in the same order"
-        )
-    count = re.search(r"Number of column in CSV header is not equal.*\s+Header length: (\d+), schema size: (\d+)", text)
-    if count:
-        return (
-            f"{where} has a header of {count.group(1)} columns where the table has {count.group(2)}: "
-            "every CSV file of a table must begin with the same header, in the same order"
-        )
-    parquet = re.search(
-        r"Parquet column \[(.*?)\]\. Expected Spark type (.+?), actual Parquet type (\w+)"
-        r"|Column: \[(.*?)\], Expected: (.+?), Found: (\w+)",
-        text,
-    )
-    if parquet:
-        column, expected, found = (g for g in parquet.groups() if g is not None)
-        return _type_mismatch(where, column, expected, found)
-    return None
-
-
-def _bad_record(file: Optional[str], record: str) -> str:
-    where = f"{file} has" if file else "a CSV file has"
-    return f"{where} a row whose fields do not match its header: {record[:QUOTED]!r}"
-
-
-def _type_mismatch(file: str, column: str, expected: str, found: str) -> str:
-    return (
-        f"{file} stores column {column!r} as {found} where the table's schema has {expected}: "
-        "the files of one table must store each column with one type"
-    )
-
-
 def first_line(exc: BaseException) -> str:
     """The first informative line of an exception: no py4j call id, no Java class, no SQLSTATE.
 
@@ -331,7 +232,7 @@ def first_line(exc: BaseException) -> str:
     format) is read at its first cause that carries a Spark error condition: the message that
     Spark Connect reports for the same failure.
     """
-    text = _spark_condition_message(getattr(exc, "java_exception", None)) or str(exc)
+    text = condition_message(exc) or str(exc)
     for line in text.strip().splitlines():
         line = line.strip().lstrip(": ").strip()
         if not line or line.startswith("An error occurred while calling"):
@@ -341,60 +242,30 @@ def first_line(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-def _one_line(text: str) -> str:
-    lines = text.strip().splitlines()
-    return lines[0] if lines else ""
+# ----------------------------------------------------------------------------- moved to the job
+
+#: Names this module held until the job took them (:mod:`ndcg_spark.job.exits`).
+_MOVED = (
+    "EXIT_OK",
+    "EXIT_FAILURE",
+    "EXIT_CONFIG",
+    "EXIT_INPUT",
+    "EXIT_QUALITY_GATE",
+    "EXIT_LOCKED",
+    "EXIT_SPARK_GONE",
+    "QualityGateFailed",
+    "OutputLocked",
+)
+_MOVED_WORDS = "{name} is the job's now: read it from ndcg_spark.job.exits (this name goes in a later release)"
 
 
-def _java_causes(exc: BaseException) -> Iterator:
-    """The Java exception behind ``exc`` (classic: captured, or a raw Py4J error) and its causes."""
-    java, seen = getattr(exc, "_origin", None) or getattr(exc, "java_exception", None), 0
-    while java is not None and seen < 20:
-        yield java
-        try:
-            java = java.getCause()
-        except Exception:  # noqa: BLE001 - not a Java object after all
-            return
-        seen += 1
+def moved(module: str, name: str, names=_MOVED) -> Any:
+    """``name`` of ``names``, which moved to :mod:`ndcg_spark.job.exits`, with a :class:`DeprecationWarning`."""
+    if name not in names:
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    warnings.warn(_MOVED_WORDS.format(name=f"{module}.{name}"), DeprecationWarning, stacklevel=3)
+    return getattr(importlib.import_module("ndcg_spark.job.exits"), name)
 
 
-def _spark_failures(exc: BaseException) -> Iterator[Tuple[Optional[str], Dict[str, str]]]:
-    """(error condition, message parameters) of ``exc`` and of each Java exception behind it.
-
-    Spark Connect's exceptions carry the condition and parameters of the error the server met
-    (its causes only as stack trace text); classic ones give the whole chain of Java causes.
-    """
-    for source in (exc, *_java_causes(exc)):
-        try:
-            condition = error_condition(source)
-            parameters = source.getMessageParameters()
-        except Exception:  # noqa: BLE001 - no error condition (not a SparkThrowable)
-            continue
-        yield condition, dict(parameters or {})
-
-
-def _text(exc: BaseException) -> str:
-    """Every message Spark gave for ``exc``: its own, its Java causes', Spark Connect's stack trace."""
-    parts = [str(exc)]
-    for java in _java_causes(exc):
-        try:
-            parts.append(str(java.getMessage()))
-        except Exception:  # noqa: BLE001 - not a Java object after all
-            break
-    stack = getattr(exc, "getStackTrace", None)
-    if callable(stack):
-        parts.append(str(stack() or ""))
-    return "\n".join(parts)
-
-
-def _spark_condition_message(java_exception) -> Optional[str]:
-    """The message of the first exception in a Java cause chain with a Spark error condition."""
-    seen = 0
-    while java_exception is not None and seen < 20:
-        try:
-            if error_condition(java_exception) is not None:
-                return str(java_exception.getMessage())
-        except Exception:  # noqa: BLE001 - not a SparkThrowable
-            pass
-        java_exception, seen = java_exception.getCause(), seen + 1
-    return None
+def __getattr__(name: str) -> Any:
+    return moved(__name__, name)

@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ndcg_spark._sql import ident
-from ndcg_spark.errors import InputDataError, input_errors
+from ndcg_spark.errors import MISSING_COLUMN, InputDataError, input_errors
 from ndcg_spark.evaluation import evaluate
 from ndcg_spark.options import EvaluationOptions
 
@@ -191,7 +191,9 @@ class NdcgEvaluator(Evaluator, HasLabelCol, HasPredictionCol, DefaultParamsReada
         for name in (user, prediction, opts.relevance_col):
             if name not in dataset.columns:
                 raise InputDataError(
-                    f"NdcgEvaluator: the frame has no column {name!r} (it has: {', '.join(dataset.columns)})"
+                    f"NdcgEvaluator: the frame has no column {name!r} (it has: {', '.join(dataset.columns)})",
+                    condition=MISSING_COLUMN,
+                    parameters={"table": "frame", "column": name},
                 )
         if isinstance(dataset.schema[prediction].dataType, T.ArrayType):
             result = evaluate(*_array_tables(dataset, opts), opts.updated(**_ARRAY_OPTIONS))

@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from ndcg_spark._sql import ident
 from ndcg_spark._stats import with_t_test
 from ndcg_spark._summary import join_null_safe
-from ndcg_spark.errors import InputDataError
+from ndcg_spark.errors import MISSING_COLUMN, InputDataError
 
 __all__ = ["paired_difference"]
 
@@ -72,7 +72,9 @@ def paired_difference(
         missing = [c for c in (*keys, "ndcg") if c not in table.columns]
         if missing:
             raise InputDataError(
-                f"the {name} per-user table has no column {missing[0]!r} (it has: {', '.join(table.columns)})"
+                f"the {name} per-user table has no column {missing[0]!r} (it has: {', '.join(table.columns)})",
+                condition=MISSING_COLUMN,
+                parameters={"table": f"{name} per-user", "column": missing[0]},
             )
     sides = [
         table.select(*[F.col(ident(c)) for c in keys], F.col("ndcg").alias(alias))

@@ -24,7 +24,16 @@ from pyspark.sql import types as T
 
 from ndcg_spark._compat import parse_ddl
 from ndcg_spark._sql import ident, string_literal
-from ndcg_spark.errors import QUOTED, ConfigError, InputDataError, first_line, input_check
+from ndcg_spark.errors import (
+    EMPTY_TABLE,
+    MISSING_COLUMN,
+    QUOTED,
+    UNREADABLE_TABLE,
+    ConfigError,
+    InputDataError,
+    first_line,
+    input_check,
+)
 from ndcg_spark.options import EvaluationOptions
 
 FORMATS = ("parquet", "csv", "json", "orc", "trec")
@@ -123,10 +132,16 @@ def read_table(
     except Exception as exc:  # AnalysisException, Py4JJavaError: missing, unreadable, wrong format
         cause = read_failure(exc, format)
         raise InputDataError(
-            f"cannot read {label} {source!r} as {where}: {cause}{_hint(source, format, is_path, cause, role)}"
+            f"cannot read {label} {source!r} as {where}: {cause}{_hint(source, format, is_path, cause, role)}",
+            condition=UNREADABLE_TABLE,
+            parameters={"table": label, "source": source, "reason": cause},
         ) from exc
     if not columns:
-        raise InputDataError(f"cannot read {label} {source!r} as {where}: it is empty")
+        raise InputDataError(
+            f"cannot read {label} {source!r} as {where}: it is empty",
+            condition=EMPTY_TABLE,
+            parameters={"table": label, "source": source},
+        )
     text = is_path and format in ("csv", "json")
     defaults = {name: T.DoubleType() for name in numeric_columns(role, opts)} if text else {}
     return cast_columns(df, {**defaults, **types}, label, required=list(types))
@@ -164,7 +179,9 @@ def cast_columns(df: DataFrame, types: Dict[str, T.DataType], label: str, requir
     for name in required:
         if name not in columns:
             raise InputDataError(
-                f"{label} schema names column {name!r}, which the table does not have (it has: {', '.join(columns)})"
+                f"{label} schema names column {name!r}, which the table does not have (it has: {', '.join(columns)})",
+                condition=MISSING_COLUMN,
+                parameters={"table": label, "column": name},
             )
     todo = {name: t for name, t in types.items() if name in columns and columns[name] != t}
     if not todo:

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from ndcg_spark import _compat
 
+# Whether a DataFrame or session is Spark Connect's (no JVM on this side): asked by the job too.
+from ndcg_spark._compat import is_connect as is_connect
+
 #: The Spark versions this package runs on, as messages write them.
 SUPPORTED = _compat.SUPPORTED
 

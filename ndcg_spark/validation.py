@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 
 from ndcg_spark import _inputs, _rules
 from ndcg_spark._sql import ident
-from ndcg_spark.errors import InputDataError, input_errors
+from ndcg_spark.errors import EMPTY_TABLE, INVALID_ROWS, InputDataError, input_errors
 from ndcg_spark.options import EvaluationOptions, resolve
 
 
@@ -99,7 +99,8 @@ def validate(
     ------
     InputDataError
         One line naming, for every problem found, the table, column, problem, row count and
-        example keys; ``error.reports`` holds what the return value would have held.
+        example keys (condition ``INVALID_INPUT.INVALID_ROWS``, whose ``problems`` parameter lists
+        them); ``error.reports`` holds what the return value would have held.
 
     Examples
     --------
@@ -120,15 +121,15 @@ def validate(
     for table, df in (("recommendations", recommendations), ("relevance", relevance)):
         report = _report(df, table, opts)
         if report.rows == 0:
-            raise InputDataError(f"{table} table is empty")
+            raise InputDataError(f"{table} table is empty", condition=EMPTY_TABLE, parameters={"table": table})
         reports[table] = report
         for rule in _rules.rules_for(table, opts, df.columns):
             if rule.name in report.problems:
                 found.append(rule.message(report.problems[rule.name], report.examples[rule.name]))
     if found and opts.on_invalid_rows == "error":
         # Every problem of both tables in one line, so one fix round mends them all.
-        error = InputDataError("; ".join(found))
+        error = InputDataError("; ".join(found), condition=INVALID_ROWS, parameters={"problems": found})
         error.reports = reports
-        error.problems = found
+        error.problems = found  # read before it was a parameter
         raise error
     return reports

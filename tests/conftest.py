@@ -81,8 +81,8 @@ def inputs(spark, tmp_path_factory):
 @pytest.fixture(scope="session")
 def published(inputs, tmp_path_factory):
     """An output holding one complete dated result of the good model: the result a bad night must not lose."""
-    from ndcg_spark.errors import EXIT_OK
     from ndcg_spark.job import run
+    from ndcg_spark.job.exits import EXIT_OK
     from tests.publishing import DATE, args
 
     out = tmp_path_factory.mktemp("published") / "out"

@@ -15,8 +15,9 @@ from statsmodels.stats.multitest import multipletests
 from ndcg_spark import compare_models, evaluate
 from ndcg_spark._stats import adjust_p_values
 from ndcg_spark.compare import compare
-from ndcg_spark.errors import EXIT_OK, ConfigError, InputDataError
+from ndcg_spark.errors import ConfigError, InputDataError
 from ndcg_spark.job import run
+from ndcg_spark.job.exits import EXIT_OK
 from tests.helpers import browser, frames, random_graded, texts_outside_svgs
 
 

@@ -17,8 +17,9 @@ from chispa import assert_approx_df_equality
 from pyspark.sql import types as T
 
 from ndcg_spark import ConfigError, _compat, _counts, evaluate
-from ndcg_spark.errors import EXIT_CONFIG, RowCheckFailed, as_error
+from ndcg_spark.errors import RowCheckFailed, as_error
 from ndcg_spark.job import run
+from ndcg_spark.job.exits import EXIT_CONFIG
 
 ROOT = Path(__file__).resolve().parents[1]
 RECS = "user_id int, item_id string, score double"

@@ -35,6 +35,7 @@ MODULES = [
     "ndcg_spark.job.checks",
     "ndcg_spark.job.verdict",
     "ndcg_spark.job.tracking",
+    "ndcg_spark.job.exits",
     "ndcg_spark._compat",
     "ndcg_spark.report",
     "ndcg_spark.spark_support",

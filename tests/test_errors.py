@@ -1,5 +1,6 @@
 """Errors at both ends of Spark: an input error raised inside a computation, and any exception Spark
-raises (classic, Spark Connect's, a raw Py4J error) turned into our error with its exit code.
+raises (classic, Spark Connect's, a raw Py4J error) turned into our error with its condition and
+parameters (the job's exit code for each condition is tested in tests/test_exits.py).
 
 Every exception fed to :func:`as_error` is one Spark really raised: in classic mode as it comes,
 or unwrapped to the raw Py4J error, or as Spark Connect's client builds it from what the server
@@ -9,16 +10,16 @@ sends for the same failure (the error's classes, condition and parameters, and i
 from __future__ import annotations
 
 import json
+import pickle
 from pathlib import Path
 
 import pytest
 from py4j.protocol import Py4JJavaError
 
-from ndcg_spark import evaluate, read_table
+from ndcg_spark import errors, evaluate, read_table, validate
 from ndcg_spark._compat import error_condition
 from ndcg_spark.errors import (
-    EXIT_FAILURE,
-    EXIT_INPUT,
+    ConfigError,
     InputDataError,
     NdcgError,
     RowCheckFailed,
@@ -123,11 +124,12 @@ def _negative_relevance(spark):
 @pytest.mark.parametrize("way", WAYS)
 def test_a_row_that_fails_a_check_inside_spark_is_an_input_error_with_the_checks_words(spark, way):
     error = as_error(_failure(way, _negative_relevance(spark)))
-    assert type(error) is RowCheckFailed and error.exit_code == EXIT_INPUT
-    assert str(error) == (
-        "invalid input: relevance column 'relevance' is negative "
+    check = (
+        "relevance column 'relevance' is negative "
         '(set negative_relevance = "clip" to read it as 0), e.g. user_id=2/item_id=B'
     )
+    assert type(error) is RowCheckFailed and str(error) == f"invalid input: {check}"
+    assert (error.condition, error.parameters) == ("INVALID_INPUT.ROW_CHECK", {"check": check})
 
 
 @pytest.mark.parametrize("way", WAYS)
@@ -144,7 +146,7 @@ def test_input_check_stops_on_the_first_row_where_its_condition_holds(spark, way
 @pytest.mark.parametrize("way", WAYS)
 def test_another_raise_error_is_a_failure_not_an_input_error(spark, way):
     error = as_error(_failure(way, spark.range(1).selectExpr("raise_error('boom') AS x")))
-    assert type(error) is NdcgError and error.exit_code == EXIT_FAILURE
+    assert type(error) is NdcgError and error.condition == "FAILED.EXCEPTION"
     assert "boom" in str(error) and "\n" not in str(error) and "SQLSTATE" not in str(error), str(error)
 
 
@@ -178,7 +180,7 @@ def test_a_csv_file_spark_refuses_is_an_input_error_naming_it(spark, tmp_path, w
     recs = read_table(spark, _folder(tmp_path / "recs", {"a.csv": FIRST, "b.csv": second}), "csv")
     rel = spark.createDataFrame([("1", "A", 1.0)], "user_id string, item_id string, relevance double")
     error = as_error(_failure(way, evaluate(recs, rel, k=[3]).summary))
-    assert type(error) is InputDataError and error.exit_code == EXIT_INPUT, str(error)
+    assert type(error) is InputDataError and error.condition == "INVALID_INPUT.UNREADABLE_FILE", str(error)
     path = (tmp_path / "recs" / "b.csv").as_uri()
     assert str(error).startswith(f"invalid input: {path} {words}"), str(error)
 
@@ -215,15 +217,75 @@ def test_a_truncated_or_damaged_parquet_file_is_an_input_error_naming_it(spark, 
     recs = spark.createDataFrame([(1, "A", 0.9), (2, "B", 0.9)], RECS)
     rel = spark.read.schema(REL).parquet(str(path))
     error = as_error(_failure(way, evaluate(recs, rel, k=[3]).summary))
-    assert (type(error), error.exit_code) == (InputDataError, EXIT_INPUT), str(error)
-    assert str(error) == (
-        f"invalid input: {(path / 'part-zz-damaged.parquet').as_uri()} cannot be "
+    reason = (
+        f"{(path / 'part-zz-damaged.parquet').as_uri()} cannot be "
         "read as Parquet: it is truncated, damaged or not a Parquet file"
     )
+    assert (type(error), error.condition, str(error)) == (
+        InputDataError,
+        "INVALID_INPUT.UNREADABLE_FILE",
+        f"invalid input: {reason}",
+    )
+    assert error.parameters == {"reason": reason}
 
 
 def test_our_errors_are_themselves_and_any_other_exception_a_failure_in_one_line():
     own = InputDataError("relevance table is empty")
     assert as_error(own) is own
     error = as_error(KeyError("line one\nline two"))
-    assert (type(error), error.exit_code, str(error)) == (NdcgError, EXIT_FAILURE, "KeyError: 'line one\\nline two'")
+    assert (type(error), error.condition, str(error)) == (
+        NdcgError,
+        "FAILED.EXCEPTION",
+        "KeyError: 'line one\\nline two'",
+    )
+    assert error.parameters == {"type": "KeyError", "message": "'line one\\nline two'"}
+
+
+def test_our_errors_carry_a_condition_and_parameters_and_keep_their_words():
+    own = InputDataError("recommendations table is empty")
+    assert (own.condition, own.parameters, str(own)) == (
+        "INVALID_INPUT",
+        {},
+        "recommendations table is empty",
+    )
+    assert isinstance(own, ValueError) and isinstance(ConfigError("x"), ValueError)  # caught as before
+    assert ConfigError("x").condition == ConfigError.CONDITION == "INVALID_CONFIG"
+    assert RowCheckFailed("invalid input: x", parameters={"check": "x"}).condition == "INVALID_INPUT.ROW_CHECK"
+    pickled = pickle.loads(pickle.dumps(RowCheckFailed("invalid input: x", parameters={"check": "x"})))
+    assert (type(pickled), str(pickled), pickled.parameters) == (
+        RowCheckFailed,
+        "invalid input: x",
+        {"check": "x"},
+    )
+
+
+def test_each_problem_of_the_input_carries_its_condition_and_parameters(spark, tmp_path):
+    rel = spark.createDataFrame([(1, "A", 1.0)], REL)
+
+    def raised(action) -> tuple:
+        with pytest.raises(InputDataError) as info:
+            action()
+        return info.value.condition, info.value.parameters
+
+    points = spark.createDataFrame([(1, "A", 0.9)], "user_id int, item_id string, points double")
+    assert raised(lambda: evaluate(points, rel, k=[3])) == (
+        errors.MISSING_COLUMN,
+        {"table": "recommendations", "column": "score"},
+    )
+    text = spark.createDataFrame([(1, "A", "0.9")], "user_id int, item_id string, score string")
+    assert raised(lambda: evaluate(text, rel, k=[3])) == (
+        errors.COLUMN_TYPE,
+        {"table": "recommendations", "column": "score", "type": "string"},
+    )
+    keyed = spark.createDataFrame([("1", "A", 0.9)], "user_id string, item_id string, score double")
+    assert raised(lambda: evaluate(keyed, rel, k=[3])) == (errors.TYPES_DIFFER, {"column": "user_id"})
+    empty = spark.createDataFrame([], RECS)
+    assert raised(lambda: validate(empty, rel)) == (errors.EMPTY_TABLE, {"table": "recommendations"})
+    missing = str(tmp_path / "nowhere")
+    condition, parameters = raised(lambda: read_table(spark, missing))
+    assert (condition, parameters["table"], parameters["source"]) == (
+        errors.UNREADABLE_TABLE,
+        "recommendations",
+        missing,
+    )
+    assert parameters["reason"] == "it does not exist"

@@ -14,8 +14,9 @@ import pytest
 from chispa import assert_df_equality
 
 from ndcg_spark import evaluate, read_table
-from ndcg_spark.errors import EXIT_INPUT, EXIT_OK, malformed_row
+from ndcg_spark.errors import malformed_row
 from ndcg_spark.job import run
+from ndcg_spark.job.exits import EXIT_INPUT, EXIT_OK
 from ndcg_spark.report import ndcg_histogram
 from tests.helpers import reference_ndcg
 

@@ -14,8 +14,8 @@ import pytrec_eval
 from chispa import assert_df_equality
 
 from ndcg_spark import ConfigError, InputDataError, evaluate, read_table
-from ndcg_spark.errors import EXIT_CONFIG, EXIT_INPUT, EXIT_OK
 from ndcg_spark.job import run
+from ndcg_spark.job.exits import EXIT_CONFIG, EXIT_INPUT, EXIT_OK
 from tests.helpers import reference_ndcg, trec_expected
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,8 +14,8 @@ import pytest
 from chispa import assert_approx_df_equality, assert_df_equality
 
 from ndcg_spark import evaluate
-from ndcg_spark.errors import EXIT_CONFIG, EXIT_INPUT, EXIT_OK
 from ndcg_spark.job import run
+from ndcg_spark.job.exits import EXIT_CONFIG, EXIT_INPUT, EXIT_OK
 from tests.helpers import reference_ndcg, trec_expected, trec_tables
 
 pytestmark = pytest.mark.job  # the job's tests: left out of the library's loop (CONTRIBUTING.md)
@@ -359,7 +359,7 @@ def test_job_reproduces_the_seed_examples(tmp_path):
 
 def test_run_date_reruns_replace_only_their_partition(spark, suite_inputs, tmp_path, capsys):
     """Scheduled-stage semantics: dynamic partition overwrite, manifest last, failed runs change nothing."""
-    from ndcg_spark.errors import EXIT_QUALITY_GATE
+    from ndcg_spark.job.exits import EXIT_QUALITY_GATE
 
     recs_path, rel_path, recs, rel = suite_inputs
     out = tmp_path / "out"

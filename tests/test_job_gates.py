@@ -12,8 +12,8 @@ import sys
 import numpy as np
 import pytest
 
-from ndcg_spark.errors import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK, EXIT_QUALITY_GATE
 from ndcg_spark.job import CompareConfig, EvaluateConfig, run, tracking, verdict
+from ndcg_spark.job.exits import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK, EXIT_QUALITY_GATE
 from ndcg_spark.job.gates import Gate
 from ndcg_spark.job.result import RunResult
 from tests.helpers import frames, random_graded

@@ -15,8 +15,8 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
-from ndcg_spark.errors import EXIT_OK, EXIT_QUALITY_GATE
 from ndcg_spark.job import RunResult, cli, history, run, storage
+from ndcg_spark.job.exits import EXIT_OK, EXIT_QUALITY_GATE
 from tests.helpers import browser, frames, layout_at, random_graded
 
 pytestmark = pytest.mark.job  # the job's tests: left out of the library's loop (CONTRIBUTING.md)

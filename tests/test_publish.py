@@ -15,8 +15,8 @@ import shutil
 
 import pytest
 
-from ndcg_spark.errors import EXIT_CONFIG, EXIT_FAILURE, EXIT_INPUT, EXIT_LOCKED, EXIT_OK
 from ndcg_spark.job import publish, run
+from ndcg_spark.job.exits import EXIT_CONFIG, EXIT_FAILURE, EXIT_INPUT, EXIT_LOCKED, EXIT_OK
 from tests.faults import failing_at
 from tests.publishing import DATE, PLACE, args, check_invariant, kill_group, marker_of, start_job, wait_for
 

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from ndcg_spark.errors import EXIT_CONFIG, EXIT_INPUT, EXIT_LOCKED, EXIT_OK, EXIT_SPARK_GONE, SPARK_GONE
+from ndcg_spark.errors import SPARK_GONE
 from ndcg_spark.job import nights, publish, run
+from ndcg_spark.job.exits import EXIT_CONFIG, EXIT_FAILURE, EXIT_INPUT, EXIT_LOCKED, EXIT_OK, EXIT_SPARK_GONE, exit_code
 from tests.publishing import DATE, PLACE, ROOT, args, check_invariant, marker_of, start_job, wait_for
 from tests.test_unattended import copy_of, fake_holder, lock_file, one_line
 
@@ -196,7 +197,7 @@ def test_a_jvm_that_does_not_start_is_one_line_without_an_exception_name():
     except TypeError:  # PySpark 3.5 spells them error_class and message_parameters
         exited = PySparkRuntimeError(error_class="JAVA_GATEWAY_EXITED", message_parameters={})
     error = as_error(exited)
-    assert (error.exit_code, str(error)) == (1, JVM_DID_NOT_START)
+    assert (exit_code(error), str(error)) == (EXIT_FAILURE, JVM_DID_NOT_START)
 
 
 def test_a_spark_connect_server_gone_is_the_same_exit_code():
@@ -211,5 +212,5 @@ def test_a_spark_connect_server_gone_is_the_same_exit_code():
         other = connect.SparkConnectGrpcException("bad plan", grpc_status_code=grpc.StatusCode.INTERNAL)
     except TypeError:
         pytest.skip("PySpark 3.5's Spark Connect errors carry no gRPC status")
-    assert (as_error(gone).exit_code, str(as_error(gone))) == (EXIT_SPARK_GONE, CONNECT_GONE)
-    assert as_error(other).exit_code == 1
+    assert (exit_code(as_error(gone)), str(as_error(gone))) == (EXIT_SPARK_GONE, CONNECT_GONE)
+    assert exit_code(as_error(other)) == EXIT_FAILURE

@@ -11,8 +11,8 @@ from pyspark.sql import functions as F
 
 from ndcg_spark import evaluate
 from ndcg_spark.compare import compare
-from ndcg_spark.errors import EXIT_OK, EXIT_QUALITY_GATE
 from ndcg_spark.job import run
+from ndcg_spark.job.exits import EXIT_OK, EXIT_QUALITY_GATE
 
 RECS = "model string, user_id int, item_id string, score double"
 REL = "user_id int, item_id string, relevance double"

@@ -18,8 +18,8 @@ import time
 import pytest
 from chispa import assert_df_equality
 
-from ndcg_spark.errors import EXIT_CONFIG, EXIT_FAILURE, EXIT_LOCKED, EXIT_OK, EXIT_QUALITY_GATE
 from ndcg_spark.job import parse_config, publish, run, sinks
+from ndcg_spark.job.exits import EXIT_CONFIG, EXIT_FAILURE, EXIT_LOCKED, EXIT_OK, EXIT_QUALITY_GATE
 from ndcg_spark.job.result import RunResult
 from tests.faults import failing_at
 from tests.publishing import DATE, ROOT, WAIT, kill_group

@@ -10,6 +10,7 @@ import pytest
 from ndcg_spark import evaluate
 from ndcg_spark.errors import ConfigError
 from ndcg_spark.job import tracking
+from ndcg_spark.job.exits import EXIT_CONFIG, exit_code
 from ndcg_spark.job.result import RunResult
 from tests.helpers import frames, random_graded
 
@@ -182,7 +183,7 @@ def test_without_mlflow_logging_is_a_one_line_config_error(monkeypatch):
         ConfigError, match=r"^MLflow logging needs MLflow: pip install 'ndcg-spark\[mlflow\]'"
     ) as caught:
         tracking.log_run(RunResult("evaluate"), experiment="x")
-    assert "\n" not in str(caught.value) and caught.value.exit_code == 2
+    assert "\n" not in str(caught.value) and exit_code(caught.value) == EXIT_CONFIG
 
 
 def test_a_store_mlflow_cannot_open_is_a_one_line_config_error(store):

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from ndcg_spark.errors import EXIT_CONFIG, EXIT_FAILURE, EXIT_LOCKED, EXIT_OK
 from ndcg_spark.job import history, lease, publish, run, storage
+from ndcg_spark.job.exits import EXIT_CONFIG, EXIT_FAILURE, EXIT_LOCKED, EXIT_OK
 from tests.publishing import DATE, PLACE, args, check_invariant, kill_group, marker_of, start_job, wait_for
 
 pytestmark = pytest.mark.job  # the job's tests: left out of the library's loop (CONTRIBUTING.md)

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from ndcg_spark.errors import EXIT_INPUT, EXIT_OK
 from ndcg_spark.job import run
+from ndcg_spark.job.exits import EXIT_INPUT, EXIT_OK
 
 pytestmark = pytest.mark.job  # the job's tests: left out of the library's loop (CONTRIBUTING.md)
 

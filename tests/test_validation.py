@@ -11,8 +11,9 @@ from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 
 from ndcg_spark import InputDataError, compare, evaluate
-from ndcg_spark.errors import EXIT_CONFIG, EXIT_INPUT, EXIT_OK, input_errors
+from ndcg_spark.errors import input_errors
 from ndcg_spark.job import run
+from ndcg_spark.job.exits import EXIT_CONFIG, EXIT_INPUT, EXIT_OK
 from ndcg_spark.validation import validate
 
 GOOD_RECS = [(1, "a", 0.9), (1, "b", 0.8), (2, "a", 0.7), (2, "c", 0.6)]
@@ -131,6 +132,8 @@ def test_validate_names_every_problem_of_both_tables_at_once(spark):
         "relevance column 'relevance' is negative (set negative_relevance = \"clip\" to read it as 0) in 1 row, "
         "e.g. user_id=2/item_id=d",
     ]
+    assert info.value.condition == "INVALID_INPUT.INVALID_ROWS"
+    assert info.value.parameters == {"problems": problems}
     reports = info.value.reports
     assert (reports["recommendations"].rows, reports["recommendations"].problems) == (
         7,
@@ -512,7 +515,7 @@ def test_rows_lost_inside_the_evaluation_fail_the_accounting(spark, tmp_path, ca
     """Each reason is counted from its own rows: a stage that drops rows cannot hide them in
     another reason's count, so the job stops (exit 1) instead of reporting figures without them."""
     from ndcg_spark import _judged, _ranking
-    from ndcg_spark.errors import EXIT_FAILURE
+    from ndcg_spark.job.exits import EXIT_FAILURE
 
     recs = spark.createDataFrame([(1, "a", 0.9), (1, "b", 0.8), (1, "c", 0.7), (2, "b", 0.5)], RECS_SCHEMA)
     rel = spark.createDataFrame([(1, "a", 1.0), (1, "b", 2.0), (2, "b", 1.0)], REL_SCHEMA)

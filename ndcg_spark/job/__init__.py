@@ -11,6 +11,7 @@ command (:mod:`~ndcg_spark.job.targets`: where it writes and logs), :mod:`~ndcg_
 :mod:`~ndcg_spark.job.regression` holds a run against the previous one,
 :mod:`~ndcg_spark.job.history` reads the runs of an output from their manifests,
 :mod:`~ndcg_spark.job.tracking` logs a run to MLflow, :mod:`~ndcg_spark.job.console` prints,
+:mod:`~ndcg_spark.job.exits` gives each failure its exit code (one table, by the error's condition)
 and :mod:`~ndcg_spark.job.cli` is the entry point.
 """
 

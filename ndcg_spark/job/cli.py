@@ -3,7 +3,7 @@
 
 It reads the config once, starts or joins a SparkSession, runs the job, prints the summary,
 logs the published run to MLflow when asked, and turns every failure into one line on stderr
-and an exit code (:mod:`ndcg_spark.errors`).
+and an exit code (:mod:`ndcg_spark.job.exits`).
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ import traceback
 import warnings
 from typing import Optional, Sequence, Tuple
 
-from ndcg_spark.errors import EXIT_FAILURE, EXIT_OK, QualityGateFailed, as_error
+from ndcg_spark.errors import java_texts, python_causes
 from ndcg_spark.job import checking, console, early, history, interrupts, nights, pipeline, progress, tracking, verdict
 from ndcg_spark.job.config import parse_config
+from ndcg_spark.job.exits import EXIT_FAILURE, EXIT_OK, QualityGateFailed, classify, signal_exit
 from ndcg_spark.job.history import HistoryConfig
 from ndcg_spark.job.result import RunResult
 from ndcg_spark.job.storage import strict_json
@@ -97,7 +98,7 @@ def _run(argv: Sequence[str], verbose: bool) -> int:
             return EXIT_OK
         if interrupts.received() is not None and config is not None and command != "history":
             return stopped(command, config, None)
-        code, message = classify_error(exc)
+        code, message = classify(exc)
         full = disk_full(exc)
         if full and config is not None:
             code, message = (
@@ -169,7 +170,7 @@ def stopped(command: str, config, result: Optional[RunResult]) -> int:
         record["published"] = result is not None
     print(strict_json(record), flush=True)
     print(f"ndcg-spark: error: stopped by {interrupts.name(signum)} {line}", file=sys.stderr, flush=True)
-    return interrupts.exit_code(signum)
+    return signal_exit(signum)
 
 
 #: Words of a write that found no room, as the OS (or Hadoop, quoting it) gives them.
@@ -180,21 +181,11 @@ def disk_full(exc: BaseException) -> Optional[str]:
     """ "no space left on device" (or "disk quota exceeded") when that is why ``exc`` happened, else None.
 
     Read from the Python exceptions and, for a Spark failure, the messages of its Java causes."""
-    texts, seen, current = [], 0, exc
-    while current is not None and seen < 10:
+    texts = []
+    for current in python_causes(exc):
         if isinstance(current, OSError) and current.errno in (errno.ENOSPC, errno.EDQUOT):
             return NO_SPACE[current.errno == errno.EDQUOT][1]
-        texts.append(str(current))
-        java = getattr(current, "_origin", None) or getattr(current, "java_exception", None)
-        for _ in range(20):
-            if java is None:
-                break
-            try:
-                texts.append(str(java.toString()))
-                java = java.getCause()
-            except Exception:  # noqa: BLE001 - not a Java object, or the JVM is gone
-                break
-        current, seen = current.__cause__ or current.__context__, seen + 1
+        texts += [str(current), *java_texts(current, read=lambda java: java.toString())]
     text = "\n".join(texts)
     for words, line in NO_SPACE:
         if words in text:
@@ -228,14 +219,8 @@ def track(config, result: RunResult, place, failed: Optional[str]) -> Tuple[Opti
     if "id" in outcome:
         return outcome["id"], None
     if "error" in outcome:
-        return None, f"MLflow logging failed: {classify_error(outcome['error'])[1]} (outputs were written)"
+        return None, f"MLflow logging failed: {classify(outcome['error'])[1]} (outputs were written)"
     return None, f"MLflow logging did not finish within {tracking.BUDGET:.0f} s; gave up (outputs were written)"
-
-
-def classify_error(exc: BaseException) -> Tuple[int, str]:
-    """Exit code and one-line message for any exception the job can meet (:func:`~ndcg_spark.errors.as_error`)."""
-    error = as_error(exc)
-    return error.exit_code, str(error).splitlines()[0]
 
 
 def spark_session(config):

@@ -19,7 +19,8 @@ import time
 from contextlib import contextmanager
 from typing import Any, Iterator, Optional
 
-from ndcg_spark.errors import NdcgError
+from ndcg_spark.job.exits import Stopped, signal_exit
+from ndcg_spark.spark_support import is_connect
 
 #: Seconds a run has to end after the first signal.
 GRACE = 30.0
@@ -30,20 +31,8 @@ _spark: Any = None
 _previous: dict = {}
 
 
-class Stopped(NdcgError):
-    """The run was stopped by a signal (exit code 128 + the signal's number)."""
-
-    def __init__(self, signum: int, message: str):
-        super().__init__(message)
-        self.exit_code = 128 + signum
-
-
 def name(signum: int) -> str:
     return signal.Signals(signum).name
-
-
-def exit_code(signum: int) -> int:
-    return 128 + signum
 
 
 def install(spark: Any = None) -> None:
@@ -85,7 +74,7 @@ def check() -> None:
 def _handler(signum: int, frame: Any) -> None:
     global _received
     if _received is not None:
-        os._exit(exit_code(_received))
+        os._exit(signal_exit(_received))
     _received = signum
     # Never a call into Spark here: the main thread may be inside one, on the same connection.
     threading.Thread(target=_cancelling, args=(signum,), name="ndcg-spark-stop", daemon=True).start()
@@ -103,7 +92,7 @@ def _cancelling(signum: int) -> None:
         file=sys.stderr,
         flush=True,
     )
-    os._exit(exit_code(signum))
+    os._exit(signal_exit(signum))
 
 
 def _cancel_until(deadline: float) -> None:
@@ -111,7 +100,7 @@ def _cancel_until(deadline: float) -> None:
     while time.time() < deadline:
         spark = _spark
         try:
-            if spark is not None and hasattr(spark, "sparkContext") and not _is_connect(spark):
+            if spark is not None and hasattr(spark, "sparkContext") and not is_connect(spark):
                 spark.sparkContext.cancelAllJobs()
             elif spark is not None:
                 spark.interruptAll()
@@ -124,7 +113,7 @@ def tasks_ended(longest: float = 10.0) -> None:
     """Wait, at most ``longest`` seconds, until no task of the cancelled jobs runs: a killed task
     goes on until it looks, and one still writing would make a folder deleted under it anew."""
     spark = _spark
-    if spark is None or _is_connect(spark):
+    if spark is None or is_connect(spark):
         return
     deadline = time.time() + longest
     while time.time() < deadline:
@@ -135,10 +124,6 @@ def tasks_ended(longest: float = 10.0) -> None:
         except Exception:  # noqa: BLE001 - a session stopping: no task left to wait for
             return
         time.sleep(0.2)
-
-
-def _is_connect(spark: Any) -> bool:
-    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 @contextmanager

@@ -33,7 +33,7 @@ import time
 from contextlib import contextmanager
 from typing import Any, Dict, Iterator, Optional
 
-from ndcg_spark.errors import OutputLocked
+from ndcg_spark.job.exits import OutputLocked
 from ndcg_spark.job.storage import LocalFiles, strict_json
 from ndcg_spark.job.targets import FORCE, LOCK_TIMEOUT  # lock_timeout and break_lock's values
 

@@ -24,7 +24,7 @@ from ndcg_spark.job.result import RunResult
 from ndcg_spark.job.storage import LocalFiles, strict_json
 from ndcg_spark.job.targets import Partition
 
-#: The exit codes of a failed night (bad input, the JVM gone, any other failure), noted for history.
+#: The exit codes of a failed night (bad input, the JVM gone, any other failure: exits.py), noted for history.
 FAILED_CODES = (1, 3, 6)
 INTERRUPTED = "the next run completes it (the figures above are its staged result)"
 

@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ndcg_spark.compare import compare_models
-from ndcg_spark.errors import ConfigError, InputDataError, NdcgError, RowCheckFailed, as_error
+from ndcg_spark.errors import ConfigError, InputDataError, NdcgError, RowCheckFailed, input_errors
 from ndcg_spark.evaluation import evaluate
 from ndcg_spark.job import history, interrupts, progress, publish, regression, storage, tracking, verdict
 from ndcg_spark.job.checks import check
@@ -298,13 +298,11 @@ def explain_input_errors(
     So input that is fine is read once.
     """
     try:
-        return compute()
-    except NdcgError:
-        raise
-    except Exception as exc:
-        if isinstance(as_error(exc), RowCheckFailed):
-            for recs in recommendations:
-                validate(recs, relevance, opts)
+        with input_errors():
+            return compute()
+    except RowCheckFailed:
+        for recs in recommendations:
+            validate(recs, relevance, opts)
         raise
 
 

@@ -24,6 +24,8 @@ import threading
 import time
 from typing import Any, Optional, TextIO
 
+from ndcg_spark.spark_support import is_connect
+
 #: Seconds between two lines of Spark's task counts within a phase.
 EVERY = 5.0
 #: Seconds a phase may go without a line before it prints that it is still working.
@@ -64,7 +66,7 @@ class Progress:
     def watch(self, spark: Any) -> None:
         """Report Spark's tasks from now on (classic Spark; over Spark Connect the phases only)."""
         try:
-            self.tracker = None if _is_connect(spark) else spark.sparkContext.statusTracker()
+            self.tracker = None if is_connect(spark) else spark.sparkContext.statusTracker()
         except Exception:  # noqa: BLE001 - no status tracker: the phases and the heartbeat only
             self.tracker = None
         if self._thread is None:
@@ -135,7 +137,3 @@ def stop() -> None:
     if _current is not None:
         _current.close()
     _current = None
-
-
-def _is_connect(spark: Any) -> bool:
-    return type(spark).__module__.startswith("pyspark.sql.connect")

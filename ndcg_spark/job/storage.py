@@ -12,6 +12,7 @@ from urllib.parse import urlparse
 
 from ndcg_spark.errors import ConfigError
 from ndcg_spark.reading import read_table
+from ndcg_spark.spark_support import is_connect
 
 
 def read_input(spark, config, role: str, source: Optional[str] = None, label: Optional[str] = None):
@@ -48,11 +49,6 @@ def is_path(source: str) -> bool:
     """Whether an input names a path (anything with a slash or a URI scheme, or that exists),
     not a catalog table."""
     return "/" in source or "://" in source or os.path.exists(source)
-
-
-def is_connect(spark) -> bool:
-    """Whether ``spark`` is a Spark Connect session (no JVM, no Hadoop API on this side)."""
-    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def check_connect(spark, config) -> None:
