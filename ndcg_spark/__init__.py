@@ -3,7 +3,6 @@
 The public API is what ``__all__`` names; every other module and name is private.
 """
 
-from ndcg_spark import errors as _errors
 from ndcg_spark.compare import ComparisonResult, ModelComparison, compare, compare_models
 from ndcg_spark.errors import ConfigError, InputDataError, NdcgError, RowCheckFailed
 from ndcg_spark.evaluation import EvaluationResult, evaluate
@@ -30,8 +29,3 @@ __all__ = [
     "validate",
 ]
 __version__ = "0.1.0"
-
-
-def __getattr__(name: str):
-    # QualityGateFailed is the job's (ndcg_spark.job.exits): importable from here for a while, with a warning.
-    return _errors.moved(__name__, name, ("QualityGateFailed",))

@@ -17,9 +17,7 @@ failure from another without reading its words. What a failure means to a proces
 
 from __future__ import annotations
 
-import importlib
 import re
-import warnings
 from contextlib import contextmanager
 from typing import Any, Dict, Iterator, Mapping, Optional
 
@@ -75,15 +73,6 @@ class NdcgError(Exception):
         super().__init__(message)
         self.condition: str = condition or self.CONDITION
         self.parameters: Dict[str, Any] = dict(parameters or {})
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "exit_code":  # removed: ask the job's table (docs/job.md, "Exit codes")
-            words = (
-                "error.exit_code is the job's now: ndcg_spark.job.exits.exit_code(error) (it goes in a later release)"
-            )
-            warnings.warn(words, DeprecationWarning, stacklevel=2)
-            return importlib.import_module("ndcg_spark.job.exits").exit_code(self)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
 
 class ConfigError(NdcgError, ValueError):
@@ -240,32 +229,3 @@ def first_line(exc: BaseException) -> str:
         line = re.sub(r"^(?:[a-z]+\.)+[A-Za-z]+(?:Exception|Error): ", "", line)
         return line.split(" SQLSTATE:")[0].strip()
     return type(exc).__name__
-
-
-# ----------------------------------------------------------------------------- moved to the job
-
-#: Names this module held until the job took them (:mod:`ndcg_spark.job.exits`).
-_MOVED = (
-    "EXIT_OK",
-    "EXIT_FAILURE",
-    "EXIT_CONFIG",
-    "EXIT_INPUT",
-    "EXIT_QUALITY_GATE",
-    "EXIT_LOCKED",
-    "EXIT_SPARK_GONE",
-    "QualityGateFailed",
-    "OutputLocked",
-)
-_MOVED_WORDS = "{name} is the job's now: read it from ndcg_spark.job.exits (this name goes in a later release)"
-
-
-def moved(module: str, name: str, names=_MOVED) -> Any:
-    """``name`` of ``names``, which moved to :mod:`ndcg_spark.job.exits`, with a :class:`DeprecationWarning`."""
-    if name not in names:
-        raise AttributeError(f"module {module!r} has no attribute {name!r}")
-    warnings.warn(_MOVED_WORDS.format(name=f"{module}.{name}"), DeprecationWarning, stacklevel=3)
-    return getattr(importlib.import_module("ndcg_spark.job.exits"), name)
-
-
-def __getattr__(name: str) -> Any:
-    return moved(__name__, name)

@@ -72,17 +72,11 @@ def test_the_jobs_errors_are_the_jobs_and_carry_their_condition():
     assert exits.NO_RETRY == {exits.EXIT_CONFIG, exits.EXIT_INPUT, exits.EXIT_QUALITY_GATE}
 
 
-def test_the_names_that_moved_to_the_job_still_import_with_a_warning():
-    with pytest.warns(DeprecationWarning, match=r"ndcg_spark\.QualityGateFailed is the job's now"):
-        assert ndcg_spark.QualityGateFailed is QualityGateFailed
-    with pytest.warns(DeprecationWarning, match=r"ndcg_spark\.errors\.EXIT_INPUT is the job's now"):
-        assert errors.EXIT_INPUT == exits.EXIT_INPUT == 3
-    with pytest.warns(DeprecationWarning, match=r"ndcg_spark\.errors\.OutputLocked"):
-        assert errors.OutputLocked is OutputLocked
-    with pytest.warns(DeprecationWarning, match=r"exits\.exit_code\(error\)"):
-        assert RowCheckFailed("invalid input: x").exit_code == 3
-    assert not hasattr(ndcg_spark, "EXIT_INPUT")  # never was the package's
-    assert not hasattr(ConfigError("x"), "problems")  # any other name is missing as before
+def test_the_job_only_names_are_the_jobs():
+    for name in ("EXIT_INPUT", "OutputLocked", "QualityGateFailed"):
+        assert not hasattr(errors, name) and not hasattr(ndcg_spark, name), name
+    assert not hasattr(RowCheckFailed("invalid input: x"), "exit_code")
+    assert not hasattr(ConfigError("x"), "problems")
     assert "QualityGateFailed" not in ndcg_spark.__all__ and "RowCheckFailed" in ndcg_spark.__all__
 
 
