@@ -21,6 +21,31 @@ os.environ["SPARK_SUBMIT_OPTS"] = f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} {Q
 os.environ["NDCG_SPARK_QUIET"] = "1"
 
 
+#: The files that take longest (their tests' summed durations in a ``--durations=0`` run), longest
+#: first. pytest-xdist hands whole files to its two workers in collection order
+#: (``--dist loadfile --no-loadscope-reorder``, pyproject.toml): started first, the long ones end
+#: beside each other and the short ones fill the gaps, so both workers finish together.
+LONGEST_FIRST = (
+    "test_cluster.py",
+    "test_validation.py",
+    "test_publish.py",
+    "test_benchmark_smoke.py",
+    "test_segments.py",
+    "test_unattended.py",
+    "test_tables.py",
+    "test_ml.py",
+    "test_job.py",
+    "test_extensions.py",
+    "test_compare_report.py",
+    "test_inputs.py",
+)
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: a file's own order is kept
+
+
 @pytest.fixture(scope="session")
 def spark():
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
