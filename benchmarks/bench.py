@@ -33,28 +33,14 @@ import contextlib
 import io
 import json
 import math
-import os
-import platform
-import shutil
-import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
-# Items are spread over a catalog of 2^24 ids with an odd stride, so that the generation indexes
-# 0 .. 2^24-1 of one user map to distinct items.
-CATALOG = 1 << 24
-STRIDE = 7919
-SCORE_MOD = 2147483647
-DATA_VERSION = 2
-#: Each table is written as a multiple of this many files of equal size. Version 1 wrote one
-#: file (one Parquet row group) per 2 M rows: 5 recommendation files and 2 relevance files, so
-#: only 5 of Spark's 8 read tasks and 2 of 6 held any rows, and on 2 cores the last of them ran
-#: alone while the other core idled; which table went first changed the wall time by up to 0.6 s.
-FILES_PER_TABLE = 8
-
+from datagen import DataSpec, generate
+from metering import library_version, ratio_line, session, session_machine, time_variants
 
 TARGETS = {
     "b/d": 1.0,
@@ -63,209 +49,6 @@ TARGETS = {
     "scaling_2x": 2.1,
     "skew/unskewed": 2.0,
 }
-
-
-# --------------------------------------------------------------------------------------------
-# Synthetic data
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Layout:
-    """How ``total = users * avg_len`` rows (generation ids 0..total-1) are spread over users.
-
-    With ``giant_len``, user 0 holds that many rows; then ``heavy_users`` users hold ``heavy_len``
-    rows each; the remaining rows are spread as evenly as possible over the other users (``q + 1``
-    rows for the first ``r`` of them, ``q`` for the rest), so the total stays exactly
-    ``users * avg_len`` with or without skew.
-    """
-
-    users: int
-    avg_len: int
-    heavy_users: int = 0
-    heavy_len: int = 0
-    giant_len: int = 0
-
-    @property
-    def total(self) -> int:
-        return self.users * self.avg_len
-
-    @property
-    def giants(self) -> int:
-        return 1 if self.giant_len else 0
-
-    @property
-    def heavy_rows(self) -> int:
-        """Rows of the giant and the heavy users together."""
-        return self.giant_len + self.heavy_users * self.heavy_len
-
-    @property
-    def light_users(self) -> int:
-        return self.users - self.giants - self.heavy_users
-
-    @property
-    def q(self) -> int:
-        return (self.total - self.heavy_rows) // self.light_users
-
-    @property
-    def r(self) -> int:
-        return (self.total - self.heavy_rows) % self.light_users
-
-    @property
-    def max_len(self) -> int:
-        return max(self.giant_len, self.heavy_len if self.heavy_users else 0, self.q + (1 if self.r else 0))
-
-    def check(self) -> None:
-        if self.light_users < 1 or self.total <= self.heavy_rows or self.q < 1:
-            raise SystemExit(f"layout {self} leaves the light users without rows; lower the skew")
-
-    def user_and_index(self, idx: str = "id") -> tuple:
-        """SQL expressions for (user, index within the user's list) of generation id ``idx``."""
-        g, h, big, q, r = self.giants, self.heavy_users, self.heavy_len, self.q, self.r
-        heavy = f"({idx} - {self.giant_len})"
-        rest = f"({idx} - {self.heavy_rows})"
-        split = r * (q + 1)
-        user_cases, pos_cases = [], []
-        if g:
-            user_cases.append(f"WHEN {idx} < {self.giant_len} THEN 0")
-            pos_cases.append(f"WHEN {idx} < {self.giant_len} THEN {idx}")
-        if h:
-            user_cases.append(f"WHEN {idx} < {self.heavy_rows} THEN {g} + {heavy} div {big}")
-            pos_cases.append(f"WHEN {idx} < {self.heavy_rows} THEN {heavy} % {big}")
-        if r:
-            user_cases.append(f"WHEN {rest} < {split} THEN {g + h} + {rest} div {q + 1}")
-            pos_cases.append(f"WHEN {rest} < {split} THEN {rest} % {q + 1}")
-        return (
-            _case(user_cases, f"{g + h + r} + ({rest} - {split}) div {q}"),
-            _case(pos_cases, f"({rest} - {split}) % {q}"),
-        )
-
-    def length_of(self, user: str) -> str:
-        """SQL expression: the list length of ``user``."""
-        cases = []
-        if self.giants:
-            cases.append(f"WHEN {user} = 0 THEN {self.giant_len}")
-        if self.heavy_users:
-            cases.append(f"WHEN {user} < {self.giants + self.heavy_users} THEN {self.heavy_len}")
-        if self.r:
-            cases.append(f"WHEN {user} < {self.giants + self.heavy_users + self.r} THEN {self.q + 1}")
-        return _case(cases, str(self.q))
-
-
-def _case(whens: List[str], otherwise: str) -> str:
-    return f"(CASE {' '.join(whens)} ELSE {otherwise} END)" if whens else f"({otherwise})"
-
-
-@dataclass(frozen=True)
-class DataSpec:
-    """Sizes of the generated tables, and how skewed they are.
-
-    ``skew``: ``skew_users`` users (at most 1%) with lists ``skew_factor`` times the average
-    (capped at 5% of the rows per group). ``heavy_share``: 1% of the users hold that share of
-    the rows, one of them (user 0) ``giant_recommendations`` recommendations and
-    ``giant_relevance`` relevance rows. Either way the totals are those of the unskewed tables.
-    """
-
-    users: int
-    list_length: int
-    relevant: int
-    skew: bool = False
-    skew_users: int = 5
-    skew_factor: int = 2000
-    seed: int = 20240611
-    heavy_share: float = 0.0
-    giant_recommendations: int = 0
-    giant_relevance: int = 0
-
-    def _heavy(self, avg_len: int, giant: int) -> tuple:
-        """(heavy users, heavy length, giant length) of a table whose lists average ``avg_len``."""
-        total = self.users * avg_len
-        if self.heavy_share:
-            h = max(1, self.users // 100) - (1 if giant else 0)
-            heavy_len = (int(self.heavy_share * total) - giant) // max(h, 1)
-            return h, heavy_len, giant
-        if not self.skew:
-            return 0, 0, 0
-        h = max(1, min(self.skew_users, self.users // 100))
-        heavy_len = max(avg_len, min(self.skew_factor * avg_len, total // (20 * h)))
-        return h, heavy_len, 0
-
-    @property
-    def recs_layout(self) -> Layout:
-        return Layout(self.users, self.list_length, *self._heavy(self.list_length, self.giant_recommendations))
-
-    @property
-    def rel_layout(self) -> Layout:
-        return Layout(self.users, self.relevant, *self._heavy(self.relevant, self.giant_relevance))
-
-    @property
-    def name(self) -> str:
-        skew = f"skew{self.skew_users}x{self.skew_factor}" if self.skew else "noskew"
-        if self.heavy_share:
-            skew = f"share{self.heavy_share:g}_giant{self.giant_recommendations}x{self.giant_relevance}"
-        return f"v{DATA_VERSION}_u{self.users}_l{self.list_length}_r{self.relevant}_{skew}_seed{self.seed}"
-
-
-def _item(user: str, g: str) -> str:
-    base = f"pmod(xxhash64({user}, 'base'), {CATALOG})"
-    return f"CAST(pmod({base} + {g} * {STRIDE}, {CATALOG}) AS INT)"
-
-
-def generate(spark, spec: DataSpec, data_dir: Path, log) -> Dict[str, str]:
-    """Write (or reuse) ``recs`` and ``rel`` Parquet for ``spec``; return their paths."""
-    from pyspark.sql import functions as F
-
-    root = data_dir / spec.name
-    paths = {"recs": str(root / "recs"), "rel": str(root / "rel")}
-    if (root / "recs" / "_SUCCESS").exists() and (root / "rel" / "_SUCCESS").exists():
-        log(f"reusing data {root}")
-        return paths
-    rl, ql = spec.recs_layout, spec.rel_layout
-    rl.check()
-    ql.check()
-    tmp = data_dir / f"{spec.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    started = time.perf_counter()
-
-    # Recommendations: item = the user's generation index g, score = a hash in [0, 1).
-    user, g = rl.user_and_index("id")
-    parts = FILES_PER_TABLE * math.ceil(rl.total / (FILES_PER_TABLE * 2_000_000))
-    recs = (
-        spark.range(0, rl.total, 1, parts)
-        .selectExpr(f"CAST({user} AS INT) AS user_id", f"{g} AS g")
-        .selectExpr(
-            "user_id",
-            f"{_item('user_id', 'g')} AS item_id",
-            f"CAST(pmod(xxhash64(user_id, g, {spec.seed}), {SCORE_MOD}) AS DOUBLE) / {SCORE_MOD}.0 AS score",
-        )
-    )
-    recs.write.mode("overwrite").parquet(str(tmp / "recs"))
-
-    # Relevance row j of a user: for even j within the user's list length it judges the
-    # recommended item of generation index j (partial overlap), otherwise an item never
-    # recommended to that user (generation index beyond every list). Grades 0..4 as double.
-    user, j = ql.user_and_index("id")
-    outside = rl.max_len
-    parts = FILES_PER_TABLE * math.ceil(ql.total / (FILES_PER_TABLE * 2_000_000))
-    rel = (
-        spark.range(0, ql.total, 1, parts)
-        .selectExpr(f"CAST({user} AS INT) AS user_id", f"{j} AS j")
-        .withColumn(
-            "g",
-            F.expr(f"CASE WHEN j % 2 = 0 AND j < {rl.length_of('user_id')} THEN j ELSE {outside} + j END"),
-        )
-        .selectExpr(
-            "user_id",
-            f"{_item('user_id', 'g')} AS item_id",
-            f"CAST(pmod(xxhash64(user_id, j, {spec.seed + 1}), 5) AS DOUBLE) AS relevance",
-        )
-    )
-    rel.write.mode("overwrite").parquet(str(tmp / "rel"))
-    (tmp / "params.json").write_text(json.dumps(asdict(spec), indent=2))
-    shutil.rmtree(root, ignore_errors=True)
-    os.replace(tmp, root)
-    log(f"generated {root} in {time.perf_counter() - started:.1f}s")
-    return paths
 
 
 # --------------------------------------------------------------------------------------------
@@ -309,19 +92,11 @@ def ranking_evaluator_input(recs, rel, k: int = 10):
     return predictions.join(labels, on="user_id")
 
 
-def evaluate_options(args) -> Dict[str, object]:
-    """Options of every ``evaluate`` call of a run, beyond k (none: the defaults are measured)."""
-    return {}
-
-
-def make_variants(
-    spark, paths: Dict[str, str], k: int = 10, options: Optional[Dict[str, object]] = None
-) -> Dict[str, Callable[[], object]]:
-    """The timed variants (a), (b), (b100), (c), (d) on one data set; ``options`` go to ``evaluate``."""
-    import ndcg_spark
-
-    options = dict(options or {})
+def make_variants(spark, paths: Dict[str, str], k: int = 10) -> Dict[str, Callable[[], object]]:
+    """The timed variants (a), (b), (b100), (c), (d) on one data set (``evaluate``'s defaults)."""
     from pyspark.ml.evaluation import RankingEvaluator
+
+    import ndcg_spark
 
     def tables():
         return spark.read.parquet(paths["recs"]), spark.read.parquet(paths["rel"])
@@ -332,7 +107,7 @@ def make_variants(
 
     def run_ndcg(ks):
         def run():
-            rows = ndcg_spark.evaluate(*tables(), k=ks, **options).summary.collect()
+            rows = ndcg_spark.evaluate(*tables(), k=ks).summary.collect()
             return " ".join(f"ndcg@{r.k}={r.mean_ndcg:.5f}" for r in rows) + f" users={rows[0].users}"
 
         return run
@@ -359,122 +134,36 @@ DESCRIPTIONS = {
 }
 
 
-def time_variants(
-    spark, variants: Dict[str, Callable[[], object]], repeat: int, log, warmup: int = 1
-) -> Dict[str, dict]:
-    """``warmup`` untimed runs each, then ``repeat`` round-robin rounds; per-variant samples and median."""
-    results: Dict[str, dict] = {name: {"samples": [], "check": None, "warmup": None} for name in variants}
-    for name, fn in variants.items() if warmup else ():
-        started = time.perf_counter()
-        results[name]["check"] = fn()
-        results[name]["warmup"] = time.perf_counter() - started
-        log(f"warm-up {name}: {results[name]['warmup']:.2f}s  {results[name]['check']}")
-    for _ in range(warmup - 1):
-        for fn in variants.values():
-            fn()
-    jvm_pid = spark._jvm.ProcessHandle.current().pid()
-    meter = StageMeter(spark)
-    for res in results.values():
-        res["cpu_samples"], res["loadavg_1m"], res["task_samples"] = [], [], []
-    for round_ in range(repeat):
-        for name, fn in variants.items():
-            spark._jvm.System.gc()
-            meter.since_last()
-            cpu0, started = jvm_cpu_seconds(jvm_pid), time.perf_counter()
-            check = fn()
-            elapsed, cpu = time.perf_counter() - started, jvm_cpu_seconds(jvm_pid) - cpu0
-            tasks = meter.since_last()
-            load = os.getloadavg()[0]
-            results[name]["samples"].append(elapsed)
-            results[name]["cpu_samples"].append(cpu)
-            results[name]["task_samples"].append(tasks)
-            results[name]["loadavg_1m"].append(load)
-            results[name]["check"] = results[name]["check"] or check
-            log(
-                f"round {round_ + 1}/{repeat} {name}: {elapsed:.2f}s wall, {cpu:.2f}s JVM CPU, "
-                f"{tasks['task_cpu']:.2f}s task CPU ({tasks['stages']} stages), shuffle "
-                f"{tasks['shuffle_write_mb']:.1f} MB in {tasks['shuffle_stages']} stages, spill {tasks['spill_mb']:.1f} MB, "
-                f"load {load:.2f}"
-            )
-    for res in results.values():
-        res["median"] = statistics.median(res["samples"])
-        res["min"] = min(res["samples"])
-        res["max"] = max(res["samples"])
-        res["cpu_median"] = statistics.median(res["cpu_samples"])
-        res["task_cpu_median"] = statistics.median(t["task_cpu"] for t in res["task_samples"])
-    return results
-
-
-class StageMeter:
-    """Spark's own task metrics of the stages that ran since the last call (from the status store).
-
-    ``task_cpu`` is the CPU time of the task threads (executorCpuTime), which other processes
-    competing for the cores hardly inflate, unlike wall time; ``task_run`` is their run time.
-    The shuffle bytes written, the bytes spilled and the stages that wrote a shuffle do not move
-    with the machine's load at all.
-    """
-
-    def __init__(self, spark):
-        self._sc = spark.sparkContext._jsc.sc()
-        gateway = spark.sparkContext._gateway
-        self._no_quantiles = gateway.new_array(gateway.jvm.double, 0)
-        self._seen = set(self._stages())
-
-    def _stages(self) -> Dict[int, object]:
-        try:
-            self._sc.listenerBus().waitUntilEmpty()
-        except Exception:  # noqa: BLE001 - best effort; the figures may then miss the last stage
-            pass
-        stages = self._sc.statusStore().stageList(None, False, False, self._no_quantiles, None)
-        found = {}
-        for i in range(stages.size()):
-            stage = stages.apply(i)
-            found[(stage.stageId(), stage.attemptId())] = stage
-        return found
-
-    def since_last(self) -> dict:
-        stages = self._stages()
-        new = [st for key, st in stages.items() if key not in self._seen]
-        self._seen.update(stages)
-        return {
-            "stages": sum(1 for st in new if st.status().toString() == "COMPLETE"),
-            "tasks": sum(st.numCompleteTasks() for st in new),
-            "task_cpu": sum(st.executorCpuTime() for st in new) / 1e9,
-            "task_run": sum(st.executorRunTime() for st in new) / 1e3,
-            "gc": sum(st.jvmGcTime() for st in new) / 1e3,
-            "shuffle_write_mb": sum(st.shuffleWriteBytes() for st in new) / 2**20,
-            "spill_mb": sum(st.memoryBytesSpilled() + st.diskBytesSpilled() for st in new) / 2**20,
-            "shuffle_stages": sum(1 for st in new if st.shuffleWriteBytes() > 0),
-        }
-
-
-def jvm_cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of the Spark JVM so far (all its threads), from /proc."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return float("nan")
-
-
-def ratio_line(name: str, value: float, target: float) -> str:
-    verdict = "MET" if value <= target else "NOT MET"
-    return f"ratio {name:<14} = {value:6.3f}   (target <= {target})   {verdict}"
-
-
 # --------------------------------------------------------------------------------------------
 # Modes
 # --------------------------------------------------------------------------------------------
 
 
+def ratios_of(res: Dict[str, dict], pairs: Dict[str, tuple]) -> Dict[str, Dict[str, float]]:
+    """Each ratio ``name: (x, y)`` of the medians of x and y present in ``res``, in wall, JVM CPU and task CPU."""
+    found = {n: (x, y) for n, (x, y) in pairs.items() if x in res and y in res}
+    return {
+        key: {n: res[x][field] / res[y][field] for n, (x, y) in found.items()}
+        for key, field in (("wall", "median"), ("cpu", "cpu_median"), ("task", "task_cpu_median"))
+    }
+
+
+def print_ratios(ratios: Dict[str, Dict[str, float]], targets: Dict[str, float]) -> None:
+    for name, value in ratios["wall"].items():
+        print(
+            ratio_line(name, value, targets[name])
+            + f"   (JVM CPU ratio {ratios['cpu'][name]:.3f}, task CPU ratio {ratios['task'][name]:.3f})"
+        )
+
+
 def run_main(spark, args, log, out: dict) -> None:
     spec = DataSpec(args.users, args.list_length, args.relevant, seed=args.seed)
     paths = generate(spark, spec, Path(args.data_dir), log)
-    variants = make_variants(spark, paths, options=evaluate_options(args))
+    variants = make_variants(spark, paths)
     if args.variants:
         variants = {n: variants[n] for n in args.variants.split(",")}
     if args.plan_out:
-        write_plans(spark, paths, Path(args.plan_out), log, evaluate_options(args))
+        write_plans(spark, paths, Path(args.plan_out), log)
     res = time_variants(spark, variants, args.repeat, log, args.warmup)
     rows = spec.recs_layout.total
     print()
@@ -488,64 +177,43 @@ def run_main(spark, args, log, out: dict) -> None:
             f"{name:5} {r['median']:7.2f} {r['min']:7.2f} {r['max']:7.2f} {r['cpu_median']:8.2f}"
             f" {r['task_cpu_median']:8.2f} {rows / r['median'] / 1e6:8.2f}  {DESCRIPTIONS[name]} | {r['check']}"
         )
-    med = {name: r["median"] for name, r in res.items()}
-    cpu = {name: r["cpu_median"] for name, r in res.items()}
-    task = {name: r["task_cpu_median"] for name, r in res.items()}
-    pairs = {"b/d": ("b", "d"), "c/b100": ("c", "b100"), "b/a": ("b", "a")}
-    pairs = {n: (x, y) for n, (x, y) in pairs.items() if x in res and y in res}
-    ratios = {n: med[x] / med[y] for n, (x, y) in pairs.items()}
-    cpu_ratios = {n: cpu[x] / cpu[y] for n, (x, y) in pairs.items()}
-    task_ratios = {n: task[x] / task[y] for n, (x, y) in pairs.items()}
+    loads = [load for r in res.values() for load in r["loadavg_1m"]]
     print(
-        f"(seconds; median/min/max wall; 'JVM CPU' = median CPU seconds of the whole Spark JVM per run (planning,"
-        f" codegen, JIT and GC included); 'task CPU' = median CPU seconds of Spark's task threads. CPU figures are"
-        f" less sensitive to other load; 1-min load average during the runs:"
-        f" {min(min(r['loadavg_1m']) for r in res.values()):.2f}..{max(max(r['loadavg_1m']) for r in res.values()):.2f})"
+        "(seconds; median/min/max wall; 'JVM CPU' = median CPU seconds of the whole Spark JVM per run (planning,"
+        " codegen, JIT and GC included); 'task CPU' = median CPU seconds of Spark's task threads. CPU figures are"
+        f" less sensitive to other load; 1-min load average during the runs: {min(loads):.2f}..{max(loads):.2f})"
     )
     print()
-    for name, value in ratios.items():
-        print(
-            ratio_line(name, value, TARGETS[name])
-            + f"   (JVM CPU ratio {cpu_ratios[name]:.3f}, task CPU ratio {task_ratios[name]:.3f})"
-        )
+    ratios = ratios_of(res, {"b/d": ("b", "d"), "c/b100": ("c", "b100"), "b/a": ("b", "a")})
+    print_ratios(ratios, TARGETS)
     out["main"] = {
         "data": asdict(spec),
         "recommendation_rows": rows,
         "relevance_rows": spec.rel_layout.total,
         "results": res,
-        "ratios": ratios,
-        "cpu_ratios": cpu_ratios,
-        "task_cpu_ratios": task_ratios,
-        "targets_met": {n: v <= TARGETS[n] for n, v in ratios.items()},
+        "ratios": ratios["wall"],
+        "cpu_ratios": ratios["cpu"],
+        "task_cpu_ratios": ratios["task"],
+        "targets_met": {n: v <= TARGETS[n] for n, v in ratios["wall"].items()},
     }
 
 
 def run_sweep(spark, args, log, out: dict) -> None:
-    import ndcg_spark
-
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     specs = {users: DataSpec(users, args.list_length, args.relevant, seed=args.seed) for users in sizes}
-    paths = {users: generate(spark, spec, Path(args.data_dir), log) for users, spec in specs.items()}
-
-    options = evaluate_options(args)
-
-    def run_b(p):
-        def run():
-            recs, rel = spark.read.parquet(p["recs"]), spark.read.parquet(p["rel"])
-            return f"ndcg@10={ndcg_spark.evaluate(recs, rel, k=[10], **options).summary.collect()[0].mean_ndcg:.5f}"
-
-        return run
-
     # All sizes in the same round-robin, so drift in the machine's load hits each alike.
-    timed = time_variants(spark, {f"b@{u}": run_b(paths[u]) for u in sizes}, args.repeat, log, args.warmup)
+    variants = {
+        f"b@{u}": make_variants(spark, generate(spark, s, Path(args.data_dir), log))["b"] for u, s in specs.items()
+    }
+    timed = time_variants(spark, variants, args.repeat, log, args.warmup)
     table = [
         {
             "users": u,
-            "recommendation_rows": specs[u].recs_layout.total,
-            "relevance_rows": specs[u].rel_layout.total,
+            "recommendation_rows": s.recs_layout.total,
+            "relevance_rows": s.rel_layout.total,
             **timed[f"b@{u}"],
         }
-        for u in sizes
+        for u, s in specs.items()
     ]
     print()
     print(f"== sweep of (b) ndcg_spark.evaluate k=[10] .summary, repeat={args.repeat} (medians, seconds) ==")
@@ -554,30 +222,24 @@ def run_sweep(spark, args, log, out: dict) -> None:
         f" {'rows x':>7} {'time x':>7} {'CPU x':>7} {'task x':>7}  target"
     )
     lines = []
-    for i, row in enumerate(table):
-        s_per_m = row["median"] / (row["recommendation_rows"] / 1e6)
-        if i:
-            prev = table[i - 1]
+    for prev, row in zip([None, *table], table):
+        extra = ""
+        if prev:
             rows_x = row["recommendation_rows"] / prev["recommendation_rows"]
-            time_x = row["median"] / prev["median"]
-            cpu_x = row["cpu_median"] / prev["cpu_median"]
-            task_x = row["task_cpu_median"] / prev["task_cpu_median"]
+            time_x, cpu_x, task_x = (row[f] / prev[f] for f in ("median", "cpu_median", "task_cpu_median"))
             # time(2N)/time(N) <= 2.1, i.e. 5% over linear; the same slack for other steps.
             target = TARGETS["scaling_2x"] * rows_x / 2
             row.update(rows_ratio=rows_x, time_ratio=time_x, cpu_ratio=cpu_x, task_cpu_ratio=task_x, target=target)
-            extra = (
-                f"{rows_x:7.2f} {time_x:7.2f} {cpu_x:7.2f} {task_x:7.2f}  <= {target:.2f} "
-                f"{'MET' if time_x <= target else 'NOT MET'}"
-            )
+            verdict = "MET" if time_x <= target else "NOT MET"
+            extra = f"{rows_x:7.2f} {time_x:7.2f} {cpu_x:7.2f} {task_x:7.2f}  <= {target:.2f} {verdict}"
             lines.append(
                 ratio_line(f"t({row['users']})/t({prev['users']})", time_x, round(target, 3))
                 + f"   (JVM CPU ratio {cpu_x:.3f}, task CPU ratio {task_x:.3f})"
             )
-        else:
-            extra = ""
         print(
-            f"{row['users']:9d} {row['recommendation_rows']:12,d} {row['relevance_rows']:11,d} "
-            f"{row['median']:8.2f} {row['cpu_median']:8.2f} {row['task_cpu_median']:8.2f} {s_per_m:7.2f} {extra}"
+            f"{row['users']:9d} {row['recommendation_rows']:12,d} {row['relevance_rows']:11,d} {row['median']:8.2f}"
+            f" {row['cpu_median']:8.2f} {row['task_cpu_median']:8.2f}"
+            f" {row['median'] / (row['recommendation_rows'] / 1e6):7.2f} {extra}"
         )
     if len(table) > 1:
         first, last = table[0], table[-1]
@@ -586,39 +248,29 @@ def run_sweep(spark, args, log, out: dict) -> None:
         )
         print(f"growth exponent (time ~ rows^x) from {first['users']} to {last['users']} users: x = {exponent:.2f}")
     print()
-    for line in lines:
-        print(line)
+    print("\n".join(lines))
     out["sweep"] = table
 
 
 def run_skew(spark, args, log, out: dict) -> None:
-    specs = {
-        "unskewed": DataSpec(args.users, args.list_length, args.relevant, seed=args.seed),
-        "skewed": DataSpec(
-            args.users,
-            args.list_length,
-            args.relevant,
-            skew=True,
-            skew_users=args.skew_users,
-            skew_factor=args.skew_factor,
-            seed=args.seed,
-        ),
-    }
+    plain = DataSpec(args.users, args.list_length, args.relevant, seed=args.seed)
+    skewed = DataSpec(
+        args.users, args.list_length, args.relevant, skew=True, skew_users=args.skew_users,
+        skew_factor=args.skew_factor, seed=args.seed,
+    )  # fmt: skip
+    specs = {"unskewed": plain, "skewed": skewed}
     variants = {}
     for label, spec in specs.items():
-        made = make_variants(spark, generate(spark, spec, Path(args.data_dir), log), options=evaluate_options(args))
-        variants.update({f"{n}:{label}": made[n] for n in ("a", "b")})
+        made = make_variants(spark, generate(spark, spec, Path(args.data_dir), log))
+        variants.update({f"{n}@{label}": made[n] for n in ("a", "b")})
     timed = time_variants(spark, variants, args.repeat, log, args.warmup)
     res = {
         label: {
-            "spec": asdict(spec),
-            "recs_layout": asdict(spec.recs_layout),
-            "rel_layout": asdict(spec.rel_layout),
-            "a": timed[f"a:{label}"],
-            "b": timed[f"b:{label}"],
+            "spec": asdict(spec), "recs_layout": asdict(spec.recs_layout), "rel_layout": asdict(spec.rel_layout),
+            "a": timed[f"a@{label}"], "b": timed[f"b@{label}"],
         }
         for label, spec in specs.items()
-    }
+    }  # fmt: skip
     print()
     print(f"== skew: same total rows, repeat={args.repeat} (medians; wall seconds, JVM CPU seconds) ==")
     print(
@@ -626,44 +278,37 @@ def run_skew(spark, args, log, out: dict) -> None:
         f"{'(a) wall':>9} {'(a) task':>9} {'(b) wall':>9} {'(b) CPU':>8} {'(b) task':>9}  check (b)"
     )
     for label, spec in specs.items():
-        rl, ql = spec.recs_layout, spec.rel_layout
-        r = res[label]
+        rl, ql, a, b = spec.recs_layout, spec.rel_layout, res[label]["a"], res[label]["b"]
         print(
-            f"{label:9} {rl.total:12,d} {ql.total:11,d} {f'{rl.max_len}/{ql.max_len}':>14} "
-            f"{f'{rl.q}/{ql.q}':>8} {r['a']['median']:9.2f} {r['a']['task_cpu_median']:9.2f} "
-            f"{r['b']['median']:9.2f} {r['b']['cpu_median']:8.2f} {r['b']['task_cpu_median']:9.2f}  {r['b']['check']}"
+            f"{label:9} {rl.total:12,d} {ql.total:11,d} {f'{rl.max_len}/{ql.max_len}':>14} {f'{rl.q}/{ql.q}':>8}"
+            f" {a['median']:9.2f} {a['task_cpu_median']:9.2f} {b['median']:9.2f} {b['cpu_median']:8.2f}"
+            f" {b['task_cpu_median']:9.2f}  {b['check']}"
         )
-    sk = specs["skewed"]
     print(
-        f"(lists as recommendations/relevance per user; skewed: {sk.recs_layout.heavy_users} users with "
-        f"{sk.recs_layout.heavy_len:,} recommendations and {sk.rel_layout.heavy_len:,} relevance rows each)"
+        f"(lists as recommendations/relevance per user; skewed: {skewed.recs_layout.heavy_users} users with "
+        f"{skewed.recs_layout.heavy_len:,} recommendations and {skewed.rel_layout.heavy_len:,} relevance rows each)"
     )
-    ratio = res["skewed"]["b"]["median"] / res["unskewed"]["b"]["median"]
-    cpu_ratio = res["skewed"]["b"]["cpu_median"] / res["unskewed"]["b"]["cpu_median"]
-    task_ratio = res["skewed"]["b"]["task_cpu_median"] / res["unskewed"]["b"]["task_cpu_median"]
-    floor_ratio = res["skewed"]["a"]["median"] / res["unskewed"]["a"]["median"]
+    ratios = ratios_of(timed, {"skew/unskewed": ("b@skewed", "b@unskewed"), "floor": ("a@skewed", "a@unskewed")})
     print()
-    print(
-        ratio_line("skew/unskewed", ratio, TARGETS["skew/unskewed"])
-        + f"   (JVM CPU ratio {cpu_ratio:.3f}, task CPU ratio {task_ratio:.3f}); (b) on the skewed data finished: yes"
-    )
-    print(f"(floor (a) skewed/unskewed = {floor_ratio:.3f}, for reference)")
+    print_ratios({key: {"skew/unskewed": r["skew/unskewed"]} for key, r in ratios.items()}, TARGETS)
+    print("((b) on the skewed data finished: yes)")
+    print(f"(floor (a) skewed/unskewed = {ratios['wall']['floor']:.3f}, for reference)")
     out["skew"] = {
         **res,
-        "ratio_b": ratio,
-        "cpu_ratio_b": cpu_ratio,
-        "task_cpu_ratio_b": task_ratio,
-        "ratio_a": floor_ratio,
-        "target_met": ratio <= TARGETS["skew/unskewed"],
+        "ratio_b": ratios["wall"]["skew/unskewed"],
+        "cpu_ratio_b": ratios["cpu"]["skew/unskewed"],
+        "task_cpu_ratio_b": ratios["task"]["skew/unskewed"],
+        "ratio_a": ratios["wall"]["floor"],
+        "target_met": ratios["wall"]["skew/unskewed"] <= TARGETS["skew/unskewed"],
     }
 
 
-def write_plans(spark, paths: Dict[str, str], path: Path, log, options: Dict[str, object]) -> None:
+def write_plans(spark, paths: Dict[str, str], path: Path, log) -> None:
     """The formatted plan of (b)'s summary before running it, then the final adaptive plan after."""
     import ndcg_spark
 
     recs, rel = spark.read.parquet(paths["recs"]), spark.read.parquet(paths["rel"])
-    summary = ndcg_spark.evaluate(recs, rel, k=[10], **options).summary
+    summary = ndcg_spark.evaluate(recs, rel, k=[10]).summary
     buf = io.StringIO()
     lib = library_version()
     with contextlib.redirect_stdout(buf):
@@ -686,37 +331,6 @@ def write_plans(spark, paths: Dict[str, str], path: Path, log, options: Dict[str
     log(f"wrote plans to {path}")
 
 
-# --------------------------------------------------------------------------------------------
-
-
-def library_version() -> dict:
-    """Where ``ndcg_spark`` was imported from and a hash of its sources (it may be edited between runs)."""
-    import hashlib
-
-    import ndcg_spark
-
-    root = Path(ndcg_spark.__file__).parent
-    digest = hashlib.sha256()
-    for source in sorted(root.glob("*.py")):
-        digest.update(source.name.encode() + b"\0" + source.read_bytes())
-    return {"path": str(root), "sources_sha256": digest.hexdigest()[:12], "version": ndcg_spark.__version__}
-
-
-def machine() -> dict:
-    info = {"python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count()}
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                info["cpu"] = line.split(":", 1)[1].strip()
-                break
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal"):
-                info["memory_gb"] = round(int(line.split()[1]) / 1024 / 1024, 1)
-    except OSError:
-        pass
-    return info
-
-
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
@@ -724,78 +338,23 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--users", type=int, default=200_000)
     p.add_argument("--list-length", type=int, default=50, help="recommendations per user")
     p.add_argument("--relevant", type=int, default=20, help="relevance rows per user (grades 0..4)")
-    p.add_argument(
-        "--skew",
-        action="store_true",
-        help="compare a skewed dataset (a few users with lists ~skew-factor times longer, same total "
-        "rows) against the unskewed one, instead of the main table",
-    )
+    skew = "compare a skewed dataset (a few users with lists ~skew-factor times longer, same total rows)"
+    p.add_argument("--skew", action="store_true", help=skew + " against the unskewed one, instead of the main table")
     p.add_argument("--skew-users", type=int, default=5)
     p.add_argument("--skew-factor", type=int, default=2000)
-    p.add_argument(
-        "--sizes", default=None, help="comma-separated user counts: time (b) at each instead of the main table"
-    )
+    p.add_argument("--sizes", help="comma-separated user counts: time (b) at each instead of the main table")
     p.add_argument("--repeat", type=int, default=5)
-    p.add_argument(
-        "--variants", default=None, help="comma-separated variants of the main table to time (default: a,b,b100,c,d)"
-    )
+    p.add_argument("--variants", help="comma-separated variants of the main table to time (default: a,b,b100,c,d)")
     p.add_argument("--warmup", type=int, default=1, help="untimed runs of each variant before timing")
     p.add_argument("--data-dir", default="/tmp/ndcg-bench")
     p.add_argument("--driver-memory", default="4g")
-    p.add_argument(
-        "--no-fixed-heap",
-        action="store_true",
-        help="let the driver heap start small and resize (no -Xms; see jvm_options)",
-    )
+    p.add_argument("--no-fixed-heap", action="store_true", help="let the driver heap start small and resize (no -Xms)")
     p.add_argument("--shuffle-partitions", type=int, default=8)
     p.add_argument("--master", default="local[2]")
     p.add_argument("--seed", type=int, default=20240611)
     p.add_argument("--json", default=None, help="also write the results as JSON to this path")
     p.add_argument("--plan-out", default=None, help="write the formatted plans of (b) (and (a)) to this file")
     return p.parse_args(argv)
-
-
-def session(args):
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    import ndcg_spark
-
-    log4j = Path(ndcg_spark.__file__).with_name("log4j2.properties")
-    java_options = jvm_options(args)
-    if log4j.exists():
-        java_options.append(f"-Dlog4j2.configurationFile=file:{log4j}")
-    builder = (
-        SparkSession.builder.master(args.master)
-        .appName("ndcg-spark-bench")
-        .config("spark.driver.memory", args.driver_memory)
-        .config("spark.driver.extraJavaOptions", " ".join(java_options))
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", str(args.shuffle_partitions))
-        .config("spark.default.parallelism", str(args.shuffle_partitions))
-    )
-    return builder.getOrCreate()
-
-
-def jvm_options(args) -> List[str]:
-    """JVM flags of the benchmark's Spark driver (the heap size itself is ``spark.driver.memory``).
-
-    The heap is fixed at the driver memory (``-Xms`` = ``-Xmx``). Every timed run starts with a
-    full GC (so one variant's garbage is not collected on the next one's time), and G1 shrinks
-    the heap after a full GC: measured on the main table, it fell to about 290 MB, and every
-    64 MB page Spark's sorts and aggregations then allocate (a G1 humongous object) started a
-    concurrent mark cycle, about 20 per run, which kept a GC thread busy for 4 of the run's
-    ~20 CPU seconds and added 0.5-0.8 s of pauses. With the heap fixed, none ran. ``--no-fixed-heap``
-    measures the other way.
-    """
-    return [] if args.no_fixed_heap else [f"-Xms{args.driver_memory}"]
-
-
-def jvm_heap_arguments(spark) -> List[str]:
-    """The heap flags the driver JVM was actually started with (``-Xms``/``-Xmx``), as it reports them."""
-    arguments = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
-    return [str(a) for a in arguments if str(a).startswith(("-Xms", "-Xmx"))]
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -806,29 +365,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"[{time.perf_counter() - started:7.1f}s] {msg}", file=sys.stderr, flush=True)
 
     spark = session(args)
-    out: dict = {
-        "argv": sys.argv,
-        "args": vars(args),
-        "machine": {
-            **machine(),
-            "spark": spark.version,
-            "master": args.master,
-            "driver_memory": args.driver_memory,
-            "shuffle_partitions": args.shuffle_partitions,
-            "jvm_heap_arguments": jvm_heap_arguments(spark),
-            "java": spark._jvm.System.getProperty("java.version"),
-        },
-        "targets": TARGETS,
-        "ndcg_spark": library_version(),
-    }
-    m = out["machine"]
-    print(
-        f"machine: {m.get('cpus')} cpus ({m.get('cpu', '?')}), {m.get('memory_gb', '?')} GB RAM, "
-        f"Java {m['java']}, Spark {m['spark']} {args.master}, driver memory {args.driver_memory} "
-        f"(JVM {' '.join(m['jvm_heap_arguments'])}), "
-        f"shuffle partitions {args.shuffle_partitions}"
-    )
-    lib = out["ndcg_spark"]
+    out: dict = {"argv": sys.argv, "args": vars(args), "machine": session_machine(spark, args), "targets": TARGETS}
+    out["ndcg_spark"] = lib = library_version()
     print(f"ndcg_spark {lib['version']} from {lib['path']} (sources sha256 {lib['sources_sha256']})")
     try:
         if args.sizes:

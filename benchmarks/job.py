@@ -20,8 +20,8 @@ each run: the median wall time, CPU time and peak memory (the largest sum of the
 of the process and its children, the JVM included, sampled every 50 ms); per size the ratio J/P
 and rows per second per core; across sizes the fixed part and the per-row part of each run's
 time (a least-squares line of the medians against the rows) and the growth per doubling of the
-rows; JS against J at equal rows. The data comes from ``benchmarks/bench.py``'s generator
-(reused when present under ``--data-dir``).
+rows; JS against J at equal rows. The data comes from ``benchmarks/datagen.py`` (reused when
+present under ``--data-dir``), the figures from ``benchmarks/metering.py``.
 
 Beside the times, figures that other load on the machine does not move, read from Spark's own
 event log of each run (``spark.eventLog.enabled``, set through a ``spark-defaults.conf`` of the
@@ -35,18 +35,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import shutil
 import statistics
 import subprocess
 import sys
-import threading
-import time
+from dataclasses import asdict
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+from datagen import DataSpec, generated, paths_of  # noqa: E402
+from metering import event_log_conf, growth_per_doubling, line_fit, spark_figures, timed  # noqa: E402
+
 #: Targets: J/P at the largest size and at sizes up to 100,000 users, the growth of J per doubling
 #: of the rows, and the skewed tables against the unskewed at equal rows.
 TARGETS = {"J/P largest": 1.10, "J/P <=100k": 1.20, "growth per 2x": 2.1, "JS/J": 1.5}
@@ -65,27 +69,19 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--data-dir", default="/tmp/ndcg-bench")
     p.add_argument("--work-dir", default="/tmp/ndcg-bench-job", help="the runs' outputs (replaced)")
     p.add_argument("--json", default=None, help="also write every figure as JSON to this path")
-    p.add_argument("--generate-only", action="store_true", help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
 
-def specs(args) -> Dict[str, object]:
+def specs(args) -> Dict[str, DataSpec]:
     """The data of each size (``"100000"``) and of the skewed tables (``"skewed"``)."""
-    sys.path.insert(0, str(HERE))
-    import bench
-
-    out = {str(n): bench.DataSpec(n, args.list_length, args.relevant) for n in sizes(args)}
+    out = {str(n): DataSpec(n, args.list_length, args.relevant) for n in sizes(args)}
     if args.skew_at:
         giant_recs, giant_rel = (int(x) for x in args.giant.split(","))
-        out["skewed"] = bench.DataSpec(
-            args.skew_at,
-            args.list_length,
-            args.relevant,
-            heavy_share=0.5,
-            giant_recommendations=giant_recs,
-            giant_relevance=giant_rel,
-        )
-        out.setdefault(str(args.skew_at), bench.DataSpec(args.skew_at, args.list_length, args.relevant))
+        out["skewed"] = DataSpec(
+            args.skew_at, args.list_length, args.relevant, heavy_share=0.5,
+            giant_recommendations=giant_recs, giant_relevance=giant_rel,
+        )  # fmt: skip
+        out.setdefault(str(args.skew_at), DataSpec(args.skew_at, args.list_length, args.relevant))
     return out
 
 
@@ -96,83 +92,11 @@ def sizes(args) -> List[int]:
 def generate(args) -> Dict[str, Dict[str, str]]:
     """Each data set's paths, generated in a Spark of its own (this process stays JVM-free)."""
     wanted = specs(args)
-    roots = {label: Path(args.data_dir) / spec.name for label, spec in wanted.items()}
-    if not all((r / "recs" / "_SUCCESS").exists() and (r / "rel" / "_SUCCESS").exists() for r in roots.values()):
-        cmd = [sys.executable, __file__, "--generate-only", *sys.argv[1:]]
+    missing = [json.dumps(asdict(s)) for s in wanted.values() if not generated(s, Path(args.data_dir))]
+    if missing:
+        cmd = [sys.executable, str(HERE / "datagen.py"), "--master", args.master, args.data_dir, *missing]
         subprocess.run(cmd, check=True, env={**os.environ, "PYSPARK_PYTHON": sys.executable})
-    return {label: {"recs": str(r / "recs"), "rel": str(r / "rel")} for label, r in roots.items()}
-
-
-def generate_here(args) -> None:
-    import bench
-    from pyspark.sql import SparkSession
-
-    wanted = specs(args)
-    spark = SparkSession.builder.master(args.master).config("spark.ui.enabled", "false").getOrCreate()
-    try:
-        for spec in wanted.values():
-            bench.generate(spark, spec, Path(args.data_dir), lambda m: print(m, file=sys.stderr))
-    finally:
-        spark.stop()
-
-
-def process_tree(root: int) -> Dict[int, Tuple[int, float]]:
-    """``{pid: (resident bytes, CPU seconds so far)}`` of ``root`` and every process below it, from /proc."""
-    parents: Dict[int, int] = {}
-    rss: Dict[int, int] = {}
-    cpu: Dict[int, float] = {}
-    ticks = os.sysconf("SC_CLK_TCK")
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parents[int(entry)] = int(fields[1])
-        rss[int(entry)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
-        cpu[int(entry)] = (int(fields[11]) + int(fields[12])) / ticks
-    tree, stack = {}, [root]
-    while stack:
-        pid = stack.pop()
-        if pid in rss:
-            tree[pid] = (rss[pid], cpu[pid])
-        stack.extend(child for child, parent in parents.items() if parent == pid)
-    return tree
-
-
-def timed(cmd: List[str], log_path: Path, env: Optional[Dict[str, str]] = None) -> Tuple[float, int, float]:
-    """Run ``cmd`` to the end: (wall seconds, peak resident bytes of its process tree, its CPU
-    seconds as last sampled; less sensitive than wall time to other load on the machine).
-    ``env``: variables set for the run, over this process's."""
-    peak = [0]
-    cpu: Dict[int, float] = {}
-    with open(log_path, "w") as log:
-        started = time.perf_counter()
-        proc = subprocess.Popen(
-            cmd,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYSPARK_PYTHON": sys.executable, **(env or {})},
-        )
-        done = threading.Event()
-
-        def sample() -> None:
-            while not done.wait(0.05):
-                tree = process_tree(proc.pid)
-                peak[0] = max(peak[0], sum(rss for rss, _ in tree.values()))
-                cpu.update({pid: seconds for pid, (_, seconds) in tree.items()})
-
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
-        code = proc.wait()
-        elapsed = time.perf_counter() - started
-        done.set()
-        sampler.join()
-    if code != 0:
-        raise SystemExit(f"{' '.join(cmd)} exited {code}; see {log_path}")
-    return elapsed, peak[0], sum(cpu.values())
+    return {label: paths_of(spec, Path(args.data_dir)) for label, spec in wanted.items()}
 
 
 def commands(args, paths: Dict[str, str], work: Path, label: str) -> Dict[str, Tuple[List[str], Path]]:
@@ -191,103 +115,6 @@ def commands(args, paths: Dict[str, str], work: Path, label: str) -> Dict[str, T
             p_out,
         ),
     }
-
-
-#: The plan nodes counted in the executed plans.
-NODES = ("Exchange", "Sort", "Generate")
-
-
-def event_log_conf(work: Path, name: str) -> Tuple[Dict[str, str], Path]:
-    """(environment, event log folder) for one run: a ``spark-defaults.conf`` of its own that
-    writes Spark's event log, uncompressed, to a fresh folder (``SPARK_CONF_DIR``)."""
-    conf, logs = work / f"conf-{name}", work / f"events-{name}"
-    shutil.rmtree(conf, ignore_errors=True)
-    shutil.rmtree(logs, ignore_errors=True)
-    conf.mkdir(parents=True)
-    logs.mkdir(parents=True)
-    (conf / "spark-defaults.conf").write_text(
-        f"spark.eventLog.enabled true\nspark.eventLog.dir file://{logs}\nspark.eventLog.compress false\n"
-    )
-    return {"SPARK_CONF_DIR": str(conf)}, logs
-
-
-def plan_nodes(info: dict, seen: Dict[str, set]) -> None:
-    """Add the nodes of a plan (``sparkPlanInfo`` of the event log) named in ``NODES`` to ``seen``.
-
-    A node is known by its metrics' accumulators, which are the physical node's own: a cached
-    table's plan, shown again under every query that reads the cache, is counted once.
-    """
-    name = info.get("nodeName", "")
-    if name in seen:
-        ids = tuple(sorted(m["accumulatorId"] for m in info.get("metrics", ())))
-        seen[name].add(ids or id(info))
-    for child in info.get("children", ()):
-        plan_nodes(child, seen)
-
-
-def spark_figures(logs: Path) -> Dict[str, float]:
-    """The deterministic figures of one run, from its event log (see the module).
-
-    Task figures are summed over every task that ended (``SparkListenerTaskEnd``), and the
-    stages that wrote shuffle data are counted (``shuffle_stages``: the shuffles that ran). A SQL
-    execution's plan is its last adaptive update, else its plan at the start; each physical
-    node is counted once however many executions show it (:func:`plan_nodes`).
-    """
-    figures = {"shuffle_bytes": 0, "spill_bytes": 0, "task_cpu_seconds": 0.0, "sql_executions": 0}
-    plans: Dict[int, dict] = {}
-    writing = set()
-    # Spark 4 writes a folder of rolled files (``eventlog_v2_*/events_*``), Spark 3.5 one file.
-    files = [p for p in logs.rglob("*") if p.is_file() and p.name.startswith(("events_", "local-", "app-"))]
-    for path in sorted(files, key=lambda p: int(p.name.split("_")[1]) if p.name.startswith("events_") else 0):
-        with open(path) as events:
-            for line in events:
-                event = json.loads(line)
-                kind = event.get("Event", "")
-                if kind == "SparkListenerTaskEnd":
-                    metrics = event.get("Task Metrics") or {}
-                    figures["shuffle_bytes"] += (metrics.get("Shuffle Write Metrics") or {}).get(
-                        "Shuffle Bytes Written", 0
-                    )
-                    figures["spill_bytes"] += metrics.get("Memory Bytes Spilled", 0) + metrics.get(
-                        "Disk Bytes Spilled", 0
-                    )
-                    figures["task_cpu_seconds"] += metrics.get("Executor CPU Time", 0) / 1e9
-                    if (metrics.get("Shuffle Write Metrics") or {}).get("Shuffle Bytes Written", 0):
-                        writing.add(event["Stage ID"])
-                elif kind.endswith("SparkListenerSQLExecutionStart") or kind.endswith(
-                    "SparkListenerSQLAdaptiveExecutionUpdate"
-                ):
-                    plans[event["executionId"]] = event["sparkPlanInfo"]
-    seen: Dict[str, set] = {name: set() for name in NODES}
-    for info in plans.values():
-        plan_nodes(info, seen)
-    counts = {name: len(nodes) for name, nodes in seen.items()}
-    figures["sql_executions"] = len(plans)
-    # The shuffles that ran, however they were planned (RankingEvaluator's own run on an RDD
-    # has no SQL plan): the stages whose tasks wrote shuffle data.
-    figures["shuffle_stages"] = len(writing)
-    figures.update({name.lower() + "_nodes": n for name, n in counts.items()})
-    return figures
-
-
-def line_fit(xs: Sequence[float], ys: Sequence[float]) -> Tuple[float, float]:
-    """Least-squares ``y = a + b x``: (a, b). Two points or more, not all at one x.
-
-    >>> line_fit([1, 2, 3], [3, 5, 7])
-    (1.0, 2.0)
-    """
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
-    return my - b * mx, b
-
-
-def growth_per_doubling(rows: Sequence[float], seconds: Sequence[float]) -> float:
-    """Time(2N)/time(N) from the smallest and the largest size: 2 when time grows as the rows.
-
-    >>> growth_per_doubling([100, 400], [10, 40])
-    2.0
-    """
-    return (seconds[-1] / seconds[0]) ** (1 / math.log2(rows[-1] / rows[0]))
 
 
 def schedule(labels: Sequence[str], runs: Sequence[str], round_: int, skewed: str = None) -> List[Tuple[str, str]]:
@@ -317,9 +144,6 @@ def shown(label: str, run: str) -> str:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    if args.generate_only:
-        generate_here(args)
-        return 0
     paths = generate(args)
     work = Path(args.work_dir)
     shutil.rmtree(work, ignore_errors=True)

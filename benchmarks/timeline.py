@@ -31,23 +31,20 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import bench  # noqa: E402
+import bench  # noqa: E402  (its command line and its queries (a) and (d))
+from datagen import DataSpec, generate  # noqa: E402
+from metering import machine, session  # noqa: E402
 
 PHASES = ("read", "build", "plan", "data", "tail", "total")
 
 
-def builders(
-    spark, paths: Dict[str, str], k: int = 10, options: Optional[Dict[str, object]] = None
-) -> Dict[str, Callable[[], Tuple[Callable, Callable]]]:
-    """Per variant: a function that reads the tables and returns (build, run) for them.
-
-    ``options`` go to every ``evaluate`` call, as in ``bench.make_variants``.
-    """
+def builders(spark, paths: Dict[str, str], k: int = 10) -> Dict[str, Callable[[], Tuple[Callable, Callable]]]:
+    """Per variant: a function that reads the tables and returns (build, run) for them."""
     from pyspark.ml.evaluation import RankingEvaluator
 
     import ndcg_spark
@@ -58,9 +55,7 @@ def builders(
     def ndcg(ks):
         def read():
             recs, rel = tables()
-            return (lambda: ndcg_spark.evaluate(recs, rel, k=ks, **dict(options or {})).summary), (
-                lambda df: df.collect()
-            )
+            return (lambda: ndcg_spark.evaluate(recs, rel, k=ks).summary), (lambda df: df.collect())
 
         return read
 
@@ -142,10 +137,10 @@ def main(argv=None) -> int:
     own, rest = p.parse_known_args(argv)
     args = bench.parse_args(rest)
     names = [n.strip() for n in own.variants.split(",") if n.strip()]
-    spark = bench.session(args)
-    spec = bench.DataSpec(args.users, args.list_length, args.relevant, seed=args.seed)
-    paths = bench.generate(spark, spec, Path(args.data_dir), lambda m: print(m, flush=True))
-    makers = builders(spark, paths, options=bench.evaluate_options(args))
+    spark = session(args)
+    spec = DataSpec(args.users, args.list_length, args.relevant, seed=args.seed)
+    paths = generate(spark, spec, Path(args.data_dir), lambda m: print(m, flush=True))
+    makers = builders(spark, paths)
     unknown = [n for n in names if n not in makers]
     if unknown:
         p.error(f"unknown variants {unknown}; choose from {', '.join(makers)}")
@@ -177,7 +172,7 @@ def main(argv=None) -> int:
         print("b - d" + "".join(f"{medians['b'][ph] - medians['d'][ph]:8.0f}" for ph in PHASES))
     if args.json:
         Path(args.json).write_text(
-            json.dumps({"data": spec.name, "machine": bench.machine(), "medians_ms": medians, "runs": runs}, indent=1)
+            json.dumps({"data": spec.name, "machine": machine(), "medians_ms": medians, "runs": runs}, indent=1)
         )
     spark.stop()
     return 0

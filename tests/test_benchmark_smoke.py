@@ -125,10 +125,16 @@ def test_job_benchmark_times_each_whole_process_and_prints_the_ratios(tmp_path, 
         assert figures["exchange_nodes"][0] >= 2 and figures["task_cpu_seconds"][0] > 0, figures
 
 
+def load(name: str):
+    """A module of benchmarks/ (loaded from its file, as the scripts are not a package)."""
+    spec = importlib.util.spec_from_file_location(f"benchmarks_{name}", BENCH.parent / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_job_benchmark_reads_spark_figures_from_an_event_log(tmp_path):
-    spec = importlib.util.spec_from_file_location("job_benchmark", BENCH.parent / "job.py")
-    job = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(job)
+    metering = load("metering")
 
     def node(name, ids, *children):
         return {"nodeName": name, "metrics": [{"accumulatorId": i} for i in ids], "children": list(children)}
@@ -151,7 +157,7 @@ def test_job_benchmark_reads_spark_figures_from_an_event_log(tmp_path):
     rolled.mkdir()
     (rolled / "events_1_local-1").write_text("\n".join(json.dumps(e) for e in events) + "\n")
     (rolled / "appstatus_local-1").write_text("")
-    figures = job.spark_figures(tmp_path)
+    figures = metering.spark_figures(tmp_path)
     assert figures == {
         "shuffle_bytes": 100, "spill_bytes": 11, "task_cpu_seconds": 2.5, "sql_executions": 2,
         "shuffle_stages": 1, "exchange_nodes": 1, "sort_nodes": 1, "generate_nodes": 1,
@@ -159,14 +165,12 @@ def test_job_benchmark_reads_spark_figures_from_an_event_log(tmp_path):
 
 
 def test_job_benchmark_fits_a_line_and_orders_each_round_both_ways():
-    spec = importlib.util.spec_from_file_location("job_benchmark", BENCH.parent / "job.py")
-    job = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(job)
+    metering, job = load("metering"), load("job")
 
     # 2 s fixed and 3 s per million rows, read back from three sizes.
-    fixed, per_row = job.line_fit([1e6, 2e6, 4e6], [5.0, 8.0, 14.0])
+    fixed, per_row = metering.line_fit([1e6, 2e6, 4e6], [5.0, 8.0, 14.0])
     assert fixed == pytest.approx(2.0) and per_row * 1e6 == pytest.approx(3.0)
-    assert job.growth_per_doubling([1e6, 4e6], [5.0, 20.0]) == pytest.approx(2.0)
+    assert metering.growth_per_doubling([1e6, 4e6], [5.0, 20.0]) == pytest.approx(2.0)
     assert job.schedule(["1", "2"], ["J", "P"], 0, skewed="2") == [
         ("1", "J"), ("1", "P"), ("2", "J"), ("skewed", "J"), ("2", "P")
     ]  # fmt: skip
