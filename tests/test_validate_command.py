@@ -54,3 +54,10 @@ def test_validate_gives_the_row_accounting_the_run_would_publish(tables, tmp_pat
     record = json.loads(lines[-1])
     assert record["status"] == "ok" and record["rows"]["recommendations"]["used"] == 3
     assert not list(tmp_path.glob("*/_ndcg_spark"))
+
+
+def test_validate_help_names_validate_and_takes_the_runs_flags(capsys):
+    assert run(["validate", "--help"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert out.startswith("usage: ndcg-spark validate [-h]") and "Writes nothing." in out
+    assert "--recommendations RECOMMENDATIONS" in out and "--k " in out

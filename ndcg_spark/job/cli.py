@@ -49,7 +49,7 @@ def _run(argv: Sequence[str], verbose: bool) -> int:
             say(history.show(None if local else spark_session(config), config))
             return EXIT_OK
         if command == "validate":  # it writes nothing: any output given is beside the point
-            config, verbose = parse_config(checking.with_output(argv[1:]))
+            config, verbose = parse_config(checking.with_output(argv[1:]), shown="validate")
         else:
             config, verbose = parse_config(argv[1:] if command == "compare" else argv, compare=command == "compare")
             early.refuse(config)  # a local output's layout and live lock: refused before the JVM starts

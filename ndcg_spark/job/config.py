@@ -206,8 +206,9 @@ class CompareConfig(_Config):
 CONFIGS = {"evaluate": EvaluateConfig, "compare": CompareConfig}
 
 
-def parse_config(argv: Sequence[str], compare: bool = False):
-    """(config, verbose) from the TOML file named by ``--config`` with the flags laid over it.
+def parse_config(argv: Sequence[str], compare: bool = False, shown: Optional[str] = None):
+    """(config, verbose) from the TOML file named by ``--config`` with the flags laid over it
+    (``shown``: the command named in the usage and ``--help``, when not the config's own).
 
     Examples
     --------
@@ -218,7 +219,7 @@ def parse_config(argv: Sequence[str], compare: bool = False):
     """
     command = settings.COMPARE if compare else settings.EVALUATE
     # --help and --version print and raise SystemExit(0); errors raise ConfigError (one line).
-    args = vars(build_parser(command).parse_args(list(argv)))
+    args = vars(build_parser(command, shown).parse_args(list(argv)))
     # The flags that are no TOML key, already read by argparse: --config, --verbose, --quiet.
     own = {s.name: args.pop(s.name) for s in settings.settings_of(command) if not s.toml}
     values: Dict[str, Any] = load_toml(own["config"]) if own["config"] else {}

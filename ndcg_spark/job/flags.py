@@ -10,7 +10,7 @@ import argparse
 import difflib
 import os
 import tomllib
-from typing import Any, Dict, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 from ndcg_spark.errors import ConfigError
 from ndcg_spark.job.settings import COMPARE, EVALUATE, HISTORY, Setting, settings_of
@@ -26,6 +26,8 @@ DESCRIPTIONS = {
     "with its 95% interval, paired t-test p-value (and corrected across the pairs), wins/ties/losses.",
     HISTORY: "The figures of every complete run in an output (dated or partitioned runs of ndcg-spark), "
     "oldest first, read from the runs' manifests only.",
+    "validate": "Checks the inputs as a run with the same flags would read them: every problem of the rows, "
+    "with its count and example keys (exit 3), or the row accounting (exit 0). Writes nothing.",
 }
 
 
@@ -88,15 +90,17 @@ def version_text() -> str:
     return f"ndcg-spark {__version__} (PySpark {pyspark.__version__})"
 
 
-def build_parser(command: str = EVALUATE) -> argparse.ArgumentParser:
+def build_parser(command: str = EVALUATE, shown: Optional[str] = None) -> argparse.ArgumentParser:
     """The command line of ``command`` (``evaluate``, ``compare`` or ``history``): one flag per
-    setting that applies to it (:func:`~ndcg_spark.job.settings.settings_of`).
+    setting that applies to it (:func:`~ndcg_spark.job.settings.settings_of`), named in its usage
+    and ``--help`` as ``shown`` (``validate`` takes evaluate's flags).
 
     A TOML key's flag is left as text (None when not given), read with the file's values by
     :func:`~ndcg_spark.job.settings.parse_values`; a flag with no TOML key is read by argparse.
     """
-    prog = "ndcg-spark" if command == EVALUATE else f"ndcg-spark {command}"
-    parser = OneLineParser(prog=prog, description=DESCRIPTIONS[command])
+    name = shown or command
+    prog = "ndcg-spark" if name == EVALUATE else f"ndcg-spark {name}"
+    parser = OneLineParser(prog=prog, description=DESCRIPTIONS[name])
     if command != HISTORY:
         parser.add_argument("--version", action="version", version=version_text(), help="Print the versions and exit.")
     for setting in settings_of(command):
