@@ -64,7 +64,7 @@ def unsupported(version: str, found: str = "PySpark {} is installed") -> Optiona
 
 
 def check_spark(spark=None) -> None:
-    """Stop with a :class:`~ndcg_spark.errors.ConfigError` (exit code 2) on a Spark older than 3.5.
+    """Stop with a :class:`~ndcg_spark.errors.ConfigError` (``INVALID_CONFIG``) on a Spark older than 3.5.
 
     Without ``spark`` the installed PySpark is checked (before a session starts); with it, the
     Spark the session runs (a Spark Connect server may differ from its client).

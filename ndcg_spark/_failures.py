@@ -189,7 +189,7 @@ def unreadable_parquet(paths: List[str], text: str) -> Optional[str]:
 
     Spark 4 names the file in a ``FAILED_READ_FILE`` condition (``paths``); Spark 3.5 only in the
     reader's words, which for a damaged footer do not name it. Any other failure to read a file
-    (storage unreachable, permissions) is not the input's fault and stays a failure (exit code 1).
+    (storage unreachable, permissions) is not the input's fault and stays a failure (``FAILED``).
     """
     if not re.search(_NOT_PARQUET, text):
         return None

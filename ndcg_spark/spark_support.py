@@ -34,7 +34,7 @@ def check_spark(spark=None) -> None:
     Raises
     ------
     ConfigError
-        The Spark is too old (exit code 2 in the job).
+        The Spark is too old (condition ``INVALID_CONFIG``).
 
     Examples
     --------
