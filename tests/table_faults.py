@@ -29,8 +29,10 @@ def seen(spark, family: str) -> Dict[str, Any]:
             rows = spark.table(view).groupBy("run_date", "run_id").count().collect()
             found[member] = sorted([r["run_date"], r["run_id"], r["count"]] for r in rows)
         if spark.catalog.tableExists(f"{view}_data"):
-            parts = spark.sql(f"SHOW PARTITIONS {view}_data").collect()
-            found[f"{member}_data"] = sorted(r[0] for r in parts)
+            # The (night, run) pairs the storage table holds rows of: asked of its rows, as a V2
+            # table (Iceberg, Delta) has no partitions to show.
+            parts = spark.table(f"{view}_data").select("run_date", "run_id").distinct().collect()
+            found[f"{member}_data"] = sorted(f"run_date={r[0]}/run_id={r[1]}" for r in parts)
     if spark.catalog.tableExists(f"{family}_summary"):
         rows = spark.table(f"{family}_summary").collect()
         found["figures"] = sorted([r["run_date"], r["k"], r["users"], r["mean_ndcg"]] for r in rows)

@@ -171,6 +171,30 @@ def test_spark_settings_from_the_file_and_conf_flags(tmp_path):
     assert config.to_dict()["spark"]["spark.s3a.secret.key"] == "<redacted>"
 
 
+def test_spark_settings_take_dotted_keys_as_toml_users_write_them(tmp_path):
+    """``[spark]`` with bare dotted keys (TOML reads them as nested tables), quoted keys beside
+    them; a catalog's name and its options (``spark.sql.catalog.lake`` and ``...lake.type``) can
+    only be written quoted, which the error says."""
+    conf = tmp_path / "job.toml"
+    conf.write_text(
+        'output = "o/"\n[spark]\nspark.sql.catalogImplementation = "hive"\nspark.sql.shuffle.partitions = 8\n'
+        'spark.sql.adaptive.enabled = false\n"spark.sql.catalog.lake" = "org.apache.iceberg.spark.SparkCatalog"\n'
+        '"spark.sql.catalog.lake.type" = "hadoop"\n'
+    )
+    config, _ = parse_config(["--config", str(conf), "--recommendations", "r/", "--relevance", "g/"])
+    assert config.spark == (
+        ("spark.sql.catalogImplementation", "hive"),
+        ("spark.sql.shuffle.partitions", "8"),
+        ("spark.sql.adaptive.enabled", "false"),
+        ("spark.sql.catalog.lake", "org.apache.iceberg.spark.SparkCatalog"),
+        ("spark.sql.catalog.lake.type", "hadoop"),
+    )
+    clash = tmp_path / "clash.toml"
+    clash.write_text('output = "o/"\n[spark]\nspark.sql.catalog.lake = "x"\nspark.sql.catalog.lake.type = "hadoop"\n')
+    with pytest.raises(Exception, match=r"quote"):
+        parse_config(["--config", str(clash), "--recommendations", "r/", "--relevance", "g/"])
+
+
 # ----------------------------------------------------------------------------- real kills, Hive metastore
 
 
@@ -261,3 +285,13 @@ def test_sigkilled_reruns_on_a_hive_metastore_never_show_a_partial_night(kill_ch
     now = sorted(p.split("/run_id=")[1] for p in new["per_user_data"])
     assert now[0] == ids[0] and ids[1] not in now and new["per_user"][0][1] == now[1]
     assert new["runs_data"] == new["summary_data"] == new["per_user_data"]
+
+
+def test_a_table_format_the_session_lacks_is_one_plain_line_exit_2(spark, inputs, db, capsys):
+    """The suite's session has neither Iceberg's nor Delta's jars: refused before anything is read."""
+    for fmt, runtime in (("iceberg", "iceberg-spark-runtime"), ("delta", "delta-spark")):
+        code = run(table_args(inputs, f"{db}.ndcg", "good", "--run-date", DATE, "--output-table-format", fmt))
+        err = capsys.readouterr().err.strip()
+        assert code == EXIT_CONFIG and len(err.splitlines()) == 1, err
+        assert fmt in err and runtime in err and "Exception" not in err and "org.apache" not in err, err
+        assert not spark.catalog.tableExists(f"{db}.ndcg_per_user_data")
