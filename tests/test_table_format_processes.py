@@ -41,8 +41,8 @@ def start_faulted(setup_name, base, cwd, family, step, first=False, model="good"
 
 def table_args_for(base, family, model):
     inputs = base.parent / "inputs"
-    return ["--recommendations", str(inputs / model), "--relevance", str(inputs / "rel"), "--output-table", family,
-            "--k", "3,5", "--run-date", DATE, "--conf", "spark.sql.shuffle.partitions=2"]  # fmt: skip
+    return ["--recommendations", str(inputs / model), "--relevance", str(inputs / "rel"), "--format", "json",
+            "--output-table", family, "--k", "3,5", "--run-date", DATE, "--conf", "spark.sql.shuffle.partitions=2"]  # fmt: skip
 
 
 #: Where the kill chain's processes are SIGKILLed: after the per-user rows' commit, after the
@@ -109,17 +109,13 @@ def test_sigkills_at_each_commit_leave_whole_nights_and_a_plain_retry_completes(
 
 
 def make_inputs(folder: Path) -> None:
-    """The in-process setup's inputs as files, written without a JVM (pyarrow)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
+    """The in-process setup's inputs as JSON lines (``--format json``), written without a JVM."""
     recs = [(u, f"i{j}", float(10 - j)) for u in range(1, 31) for j in range(6)]
     rel = [(u, f"i{j}", float((u + j) % 4)) for u in range(1, 31) for j in range(0, 8, 2)]
     for name, rows, value in (("good", recs, "score"), ("rel", rel, "relevance")):
         (folder / name).mkdir(parents=True)
-        table = pa.table({"user_id": pa.array([r[0] for r in rows], pa.int32()),
-                          "item_id": [r[1] for r in rows], value: [r[2] for r in rows]})  # fmt: skip
-        pq.write_table(table, folder / name / "part-0.parquet")
+        lines = [json.dumps({"user_id": u, "item_id": i, value: v}) for u, i, v in rows]
+        (folder / name / "part-0.json").write_text("\n".join(lines) + "\n")
 
 
 @pytest.mark.cluster
@@ -143,7 +139,7 @@ def test_a_run_over_spark_connect_publishes_in_the_format(setup_name, tmp_path):
     server = C.ConnectServer(base, Path(sys.executable), conf=conf).begin()
     try:
         server.wait_ready()
-        job = ["--recommendations", str(inputs / "good"), "--relevance", str(inputs / "rel"), "--k", "3,5",
+        job = ["--recommendations", str(inputs / "good"), "--relevance", str(inputs / "rel"), "--format", "json", "--k", "3,5",
                "--run-date", DATE, "--output-table", "default.ndcg"]  # fmt: skip
         first = C.run_connect_job(server.url, [*job, "--output-table-format", FORMAT[setup_name]], tmp_path / "1.log")
         again = C.run_connect_job(server.url, job, tmp_path / "2.log")
