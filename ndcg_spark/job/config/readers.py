@@ -10,7 +10,7 @@ import math
 from typing import Any, Tuple
 
 from ndcg_spark.errors import ConfigError
-from ndcg_spark.job.targets import FORCE
+from ndcg_spark.job.config.targets import FORCE
 from ndcg_spark.options import parse_cutoff
 
 

@@ -13,7 +13,7 @@ import tomllib
 from typing import Any, Dict, Optional, Sequence
 
 from ndcg_spark.errors import ConfigError
-from ndcg_spark.job.settings import COMPARE, EVALUATE, HISTORY, Setting, settings_of
+from ndcg_spark.job.config.settings import COMPARE, EVALUATE, HISTORY, Setting, settings_of
 
 #: Config keys holding paths: written ./x or ../x in a file, they are relative to the file.
 PATH_KEYS = ("recommendations", "relevance", "output", "user_attributes", "candidate")

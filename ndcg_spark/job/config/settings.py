@@ -19,7 +19,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
-from ndcg_spark.job.readers import (
+from ndcg_spark.job.config.readers import (
     break_lock,
     cutoffs,
     gate_text,
@@ -37,7 +37,7 @@ from ndcg_spark.job.readers import (
     trend_runs,
     whole,
 )  # fmt: skip
-from ndcg_spark.job.targets import SECRET_SETTING, Partition, redact, spark_settings
+from ndcg_spark.job.config.targets import SECRET_SETTING, Partition, redact, spark_settings
 from ndcg_spark.options import WHOLE_LIST, EvaluationOptions, k_label
 from ndcg_spark.reading import FORMATS, ROLES
 
