@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ndcg_spark.compare import compare_models
-from ndcg_spark.errors import ConfigError, InputDataError
+from ndcg_spark.errors import EMPTY_TABLE, ConfigError, InputDataError
 from ndcg_spark.job import progress
 from ndcg_spark.job.commands import protocol
 from ndcg_spark.job.commands.evaluate import report_notes
@@ -75,9 +75,13 @@ def _compare(spark, config: CompareConfig, stage: Stage, runs: Runs) -> RunResul
         read = result.input_rows()
         empty = missing + [n for n in names if read[n]["recommendations"] == 0]
         if empty:
-            raise InputDataError(f"model {empty[0]!r} recommendations table is empty")
+            raise InputDataError(
+                f"model {empty[0]!r} recommendations table is empty",
+                condition=EMPTY_TABLE,
+                parameters={"table": "recommendations", "model": empty[0]},
+            )
         if read[names[0]]["relevance"] == 0:
-            raise InputDataError("relevance table is empty")
+            raise InputDataError("relevance table is empty", condition=EMPTY_TABLE, parameters={"table": "relevance"})
         check_partition_column(part, result.per_user, result.summary)
         progress.phase("writing per_user")
         stage.write("per_user", result.per_user)

@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional
 
 from pyspark.sql import DataFrame
 
-from ndcg_spark.errors import InputDataError
+from ndcg_spark.errors import EMPTY_TABLE, InputDataError
 from ndcg_spark.evaluation import evaluate
 from ndcg_spark.job import progress
 from ndcg_spark.job.commands import history, protocol
@@ -93,7 +93,7 @@ def _evaluate(spark, config: EvaluateConfig, stage: Stage, runs: Runs) -> RunRes
         read = evaluation.input_rows()
         for table, n in read.items():
             if n == 0:
-                raise InputDataError(f"{table} table is empty")
+                raise InputDataError(f"{table} table is empty", condition=EMPTY_TABLE, parameters={"table": table})
         # The summary is a handful of rows (one file, in order): aggregated once as it is written,
         # and the figures reported are read back from the table written.
         progress.phase("writing summary")
