@@ -282,6 +282,33 @@ def test_a_modules_name_says_what_it_holds_no_two_are_variants_of_one_word():
     assert stem("nights") != stem("history")
 
 
+def test_every_package_of_ndcg_spark_is_built_into_the_wheel():
+    import tomllib
+
+    pyproject = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())
+    packages = {m for m, path in modules_of().items() if path.name == "__init__.py"}
+    assert set(pyproject["tool"]["setuptools"]["packages"]) == packages
+
+
+def _design_table(heading: str) -> set:
+    """The modules named in the first column of the table that follows ``heading`` in docs/design.md."""
+    text = (PACKAGE.parent / "docs" / "design.md").read_text()
+    lines = text[text.index(heading) :].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| module |"))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append(line.split("|")[1].strip().strip("`"))
+    return set(rows)
+
+
+def test_the_design_documents_every_module_of_the_job_and_no_other():
+    job = PACKAGE / "job"
+    modules = {str(p.relative_to(job)) for p in job.rglob("*.py") if p.read_text().strip()}
+    assert _design_table("The job is the package `ndcg_spark/job/`") == modules
+
+
 # ----------------------------------------------------------------------------- the library's loop
 # The library's fast loop (CONTRIBUTING.md) leaves out the job's tests by their marker: a test
 # that reaches the job (through a name from ndcg_spark.job, a fixture or a helper of the tests that

@@ -174,7 +174,7 @@ def track(config, ran: protocol.Ran, failed: Optional[str]) -> Tuple[Optional[st
     The run is logged after it is published, so a logging failure cannot take the result back:
     it is reported in one line (exit 1 unless a gate failed, which exits 4), and a re-run of
     the same date publishes the same result and logs it. Logging is bounded in time
-    (:data:`~ndcg_spark.job.tracking.BUDGET` seconds, and MLflow's own HTTP timeout and
+    (:data:`~ndcg_spark.job.commands.tracking.BUDGET` seconds, and MLflow's own HTTP timeout and
     retries made short): an unreachable tracking server costs about a minute, not several.
     """
     outcome: dict = {}

@@ -240,7 +240,7 @@ class RunResult:
     schema_version : int
         The manifest format the result was written in (:data:`SCHEMA_VERSION` for a new one).
     settings : dict
-        The config as run (:meth:`~ndcg_spark.job.config.EvaluateConfig.to_dict`).
+        The config as run (:meth:`~ndcg_spark.job.config.parsing.EvaluateConfig.to_dict`).
     input_rows : dict
         Rows read per table (per model and table for ``compare``).
     spark_version : str or None

@@ -128,7 +128,7 @@ class _Config:
     def to_dict(self) -> Dict[str, Any]:
         """The settings as the manifest records them, with the config's keys and spellings
         (``k = [5, "all"]``, ``run_date``, ``fail_below`` as text): each recorded setting of
-        :mod:`~ndcg_spark.job.settings`, secrets redacted."""
+        :mod:`~ndcg_spark.job.config.settings`, secrets redacted."""
         return settings.recorded(self.command, self.values, self.options)
 
 

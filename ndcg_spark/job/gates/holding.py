@@ -1,7 +1,7 @@
-"""The job's gates held: :func:`check` holds each :class:`~ndcg_spark.job.gates.Gate` against the
+"""The job's gates held: :func:`check` holds each :class:`~ndcg_spark.job.config.gate_specs.Gate` against the
 few rows the driver already holds (the summary, the paired changes, compare's rows) and returns
 one typed :class:`Checked` per gate and row, which the manifest records
-(:meth:`Checked.to_json`) and :mod:`ndcg_spark.job.verdict` words.
+(:meth:`Checked.to_json`) and :mod:`ndcg_spark.job.gates.wording` words.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ def check(
 
     - **floor** (rows: the summary): passes when the segment's mean NDCG reaches the floor; a
       segment without users in the mean does not.
-    - **drop** (rows: the paired changes of :func:`~ndcg_spark.job.regression.paired_change`):
+    - **drop** (rows: the paired changes of :func:`~ndcg_spark.job.gates.regression.paired_change`):
       fails when NDCG fell by more than the allowed drop (a relative one is a share of the
       earlier mean) and, unless ``point_estimate``, the 95% interval of the paired difference
       lies below 0: a fall the interval cannot tell from noise passes.
