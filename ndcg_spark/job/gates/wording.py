@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple
 
+from ndcg_spark.job.config.targets import RUN_DATE
 from ndcg_spark.job.result import Checked, DropOutcome, RunResult, of_segment, segment_text
 from ndcg_spark.options import k_label
 
@@ -33,7 +34,7 @@ def gate_lines(result: RunResult) -> List[Line]:
     if drop:
         if not drop.checked:  # no earlier run to compare with: the gate passes, and says why
             lines.append((True, drop.message))
-        key = next(iter(result.partition or {"run_date": None}))
+        key = next(iter(result.partition or {RUN_DATE: None}))
         compared = f"{key} {drop.previous} -> {drop.current}{skipped_text(drop.skipped, key)}"
         for c in drop.checked:
             verdict = "passed" if c.passed else "failed"
