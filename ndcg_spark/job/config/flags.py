@@ -39,7 +39,12 @@ def load_toml(path: str) -> Dict[str, Any]:
     except FileNotFoundError:
         raise ConfigError(f"config file {path} does not exist") from None
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+        hint = ""
+        if "overwrite" in str(exc).lower():
+            # ``spark.sql.catalog.lake = "..."`` then ``spark.sql.catalog.lake.type = "..."``: the
+            # second makes the first's value a table. Spark's names for a catalog and its options.
+            hint = '; a key that another key extends must be quoted: "spark.sql.catalog.lake" = "..."'
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}{hint}") from None
     # Any other value is left as it is: a bare name may be a catalog table, as on the command line.
     base = os.path.dirname(os.path.abspath(path))
     for key in PATH_KEYS:

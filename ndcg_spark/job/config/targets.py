@@ -10,7 +10,7 @@ import importlib.util
 import os
 import re
 from dataclasses import dataclass
-from typing import Any, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, Optional, Tuple, Union
 
 from ndcg_spark.errors import ConfigError
 
@@ -162,11 +162,17 @@ def spark_settings(value: Any) -> Tuple[Tuple[str, str], ...]:
     (('spark.sql.catalogImplementation', 'hive'), ('spark.sql.shuffle.partitions', '8'))
     >>> spark_settings(["spark.sql.warehouse.dir=/data/wh"])
     (('spark.sql.warehouse.dir', '/data/wh'),)
+
+    Bare dotted keys (``spark.sql.shuffle.partitions = 8`` under ``[spark]``), which TOML reads as
+    nested tables, are the same keys:
+
+    >>> spark_settings({"spark": {"sql": {"shuffle": {"partitions": 8}}}})
+    (('spark.sql.shuffle.partitions', '8'),)
     """
     if value is None:
         return ()
     items = []
-    for item in value.items() if isinstance(value, dict) else value if isinstance(value, list) else [value]:
+    for item in _dotted(value) if isinstance(value, dict) else value if isinstance(value, list) else [value]:
         if isinstance(item, tuple):
             key, setting = item
         else:
@@ -179,6 +185,17 @@ def spark_settings(value: Any) -> Tuple[Tuple[str, str], ...]:
         items.append((str(key).strip(), text.strip()))
     settings = dict(items)
     return tuple(settings.items())
+
+
+def _dotted(table: Dict[str, Any], prefix: str = "") -> Iterator[Tuple[str, Any]]:
+    """A TOML table's keys as Spark's dotted names, in the order written: ``{"spark": {"sql": {...}}}``
+    (bare dotted keys) and ``{"spark.sql...": ...}`` (quoted) alike."""
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            yield from _dotted(value, f"{name}.")
+        else:
+            yield name, value
 
 
 def shown(path: str) -> str:

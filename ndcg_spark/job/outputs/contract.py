@@ -35,8 +35,9 @@ def _no_fault(step: str) -> None:
     pass
 
 
-#: Called at each named step of a publish (``staged``, ``marker_removed``, ``removed:NAME``,
-#: ``moved:NAME``, ``dropped:MEMBER``, ``published``); the fault tests replace it to pause or fail
+#: Called at each named step of a publish (``written:NAME`` (a table family's commit of one
+#: table), ``staged``, ``marker_removed``, ``removed:NAME``, ``moved:NAME``, ``dropped:MEMBER``,
+#: ``published``); the fault tests replace it to pause or fail
 #: the run there. Every kind calls it through this module, so one replacement reaches them all.
 at_step: Callable[[str], None] = _no_fault
 

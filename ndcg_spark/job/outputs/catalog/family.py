@@ -13,6 +13,7 @@ from pyspark.sql import functions as F
 
 from ndcg_spark.errors import ConfigError
 from ndcg_spark.job.config.targets import RUN_DATE
+from ndcg_spark.job.outputs.catalog.catalogs import Kinds, TableName
 from ndcg_spark.job.result import RunResult
 
 RUNS = "runs"
@@ -21,8 +22,11 @@ DATA = "_data"
 #: The runs row: its columns before the partition key and ``run_id``.
 RUN_COLUMNS = (
     "command string, status string, verdict string, gates string, rows string, settings string, "
-    "input_rows string, spark_version string, duration_seconds double, report string, manifest string"
+    "input_rows string, spark_version string, duration_seconds double, report string, manifest string, "
+    "stored_bytes bigint"
 )
+#: Added after the first release: a family made before it has runs rows without it.
+STORED_BYTES = "stored_bytes"
 
 
 def _literal(value: str) -> str:
@@ -34,6 +38,7 @@ class Family:
 
     def __init__(self, spark, name: str):
         self.spark, self.name = spark, name
+        self.kinds = Kinds(spark, TableName.parse(name))
 
     def view(self, member: str) -> str:
         return f"{self.name}_{member}"
@@ -48,9 +53,12 @@ class Family:
         return [c.name for c in self.spark.catalog.listColumns(table) if c.isPartition]
 
     def run_ids(self, table: str, key: str, value: str) -> List[str]:
-        """The run ids with a partition of the night ``key=value`` in a storage table."""
+        """The run ids with rows (a partition, in a V1 table) of the night ``key=value`` in a storage table."""
         if not self.exists(table):
             return []
+        if self.kinds.v2(table):  # a V2 table has no partitions to show: its rows tell
+            rows = self.spark.table(table).where(F.col(key) == value).select("run_id").distinct().collect()
+            return sorted(r[0] for r in rows if r[0])
         rows = self.spark.sql(f"SHOW PARTITIONS {table} PARTITION ({key} = {_literal(value)})").collect()
         ids = []
         for row in rows:
@@ -65,10 +73,12 @@ class Family:
         rows = self.spark.table(self.view(RUNS)).where(F.col(key) == value).select("run_id").collect()
         return rows[0]["run_id"] if rows else None
 
-    def drop(self, table: str, key: str, value: str, run_ids: List[str], v2: bool) -> None:
+    def drop(self, table: str, key: str, value: str, run_ids: List[str]) -> None:
+        """Remove the night's rows of ``run_ids``: one ``DELETE`` (a V2 table: one commit), or the
+        partitions dropped (V1). Nothing at all when there is nothing to remove: no empty commit."""
         if not run_ids:
             return
-        if v2:
+        if self.kinds.v2(table):
             listed = ", ".join(_literal(r) for r in run_ids)
             self.spark.sql(f"DELETE FROM {table} WHERE {key} = {_literal(value)} AND run_id IN ({listed})")
             return

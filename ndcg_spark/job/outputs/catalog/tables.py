@@ -15,7 +15,8 @@ run of each night: the row of ``db.ndcg_runs_data`` published last for that nigh
    table: no reader sees them, as no runs row names them yet;
 2. appends its row to ``db.ndcg_runs_data`` (one partition, added to the catalog in one call):
    from then on every view shows this run's rows for the night, and only them;
-3. drops the partitions of the night's earlier runs, now superseded.
+3. removes the rows of the night's earlier runs, now superseded: drops their partitions (a V1
+   table) or deletes them (Iceberg, Delta: one ``DELETE`` per table; :mod:`.catalogs` says which).
 
 A run killed before step 2 left partitions no view shows; one killed after it, superseded
 partitions no view shows. The next run of the night, holding the night's lock, drops both
@@ -39,11 +40,21 @@ from pyspark.sql import functions as F
 from ndcg_spark.errors import ConfigError
 from ndcg_spark.job.config.targets import Partition
 from ndcg_spark.job.outputs import contract, lease
+from ndcg_spark.job.outputs.catalog.catalogs import (
+    TableName,
+    catalog_step,
+    check_catalog,
+    check_format,
+    check_views,
+    lock_location,
+)
 from ndcg_spark.job.outputs.catalog.family import (
     RUN_COLUMNS,
     RUNS,
+    STORED_BYTES,
     Family,
     TableRuns,
+    _literal,
     create_view,
     night_view,
     runs_view,
@@ -60,8 +71,6 @@ MEMBERS = {
     "rejected/relevance": "rejected",
     "comparison": "comparison",
 }
-#: Formats that replace rows atomically (``DELETE``); the others drop partitions.
-V2_FORMATS = ("delta", "iceberg")
 #: Hours after which a partition no runs row names is dropped by a run that holds no lock.
 ORPHAN_HOURS = 24
 
@@ -109,9 +118,9 @@ class TableSink:
     def __init__(self, spark, command: str, output):
         self.spark, self.command, self.output = spark, command, output
         self.family = Family(spark, output.table)
+        self.name = TableName.parse(output.table)
         self.root = self.shown = output.table
         self.key, self.value = output.partition.key, output.partition.value
-        self.v2 = output.table_format in V2_FORMATS
         self.place: Optional[LockPlace] = None
         self.held = False
 
@@ -120,9 +129,11 @@ class TableSink:
         return [*sorted({MEMBERS[n] for n in COMMANDS[self.command][0]}), RUNS]
 
     def check(self, spark, config) -> None:
-        names = self.output.table.split(".")
-        if len(names) == 2 and not spark.catalog.databaseExists(names[0]):
-            raise ConfigError(f"output_table {self.root}: database {names[0]!r} does not exist; create it first")
+        name = self.name
+        check_catalog(spark, name)
+        if name.namespace is not None and not spark.catalog.databaseExists(name.namespace):
+            raise ConfigError(f"output_table {self.root}: database {name.namespace!r} does not exist; create it first")
+        check_format(spark, name, self.output.table_format)
         other = "summary" if self.command == "compare" else "comparison"
         if self.family.exists(self.family.data(other)):
             theirs = "evaluate" if other == "summary" else "compare"
@@ -137,18 +148,17 @@ class TableSink:
                 raise ConfigError(
                     f"output_table {self.root} is partitioned by {columns[0]}, not by {self.key}; choose another"
                 )
+        if not self.family.exists(self.family.view(RUNS)):
+            # Before anything is computed: a catalog that cannot hold the views is refused now.
+            check_views(spark, name, self.family.name)
 
     def _lock_place(self) -> Optional[LockPlace]:
-        """The night's lock, a file beside the database's tables: classic mode only."""
+        """The night's lock, a file with the family's tables (their namespace's location in their
+        catalog), wherever the job is started from: classic mode only."""
         if is_connect(self.spark):
             return None
-        names = self.output.table.split(".")
-        try:
-            database = names[-2] if len(names) > 1 else self.spark.catalog.currentDatabase()
-            location = self.spark.catalog.getDatabase(database).locationUri
-        except Exception:  # noqa: BLE001 - a catalog without databases' locations: the warehouse
-            location = self.spark.conf.get("spark.sql.warehouse.dir")
-        root = qualify(self.spark, f"{location.rstrip('/')}/_ndcg_spark/{names[-1]}")
+        location = lock_location(self.spark, self.name)
+        root = qualify(self.spark, f"{location.rstrip('/')}/_ndcg_spark/{self.output.table.split('.')[-1]}")
         files = _Named(files_for(self.spark, root), self.root)
         return LockPlace(files, self.command, self.output.partition)
 
@@ -177,7 +187,8 @@ class TableSink:
         for member in self.members():
             table = family.data(member)
             ids = [r for r in family.run_ids(table, self.key, self.value) if r != keep and self._droppable(r, named)]
-            family.drop(table, self.key, self.value, ids, self.v2)
+            with catalog_step(self.name, f"remove superseded rows from {table}"):
+                family.drop(table, self.key, self.value, ids)
             if steps:
                 contract.at_step(f"dropped:{member}")
 
@@ -251,6 +262,7 @@ class TableStage:
         table = sink.family.data(member)
         _append(sink, table, df.withColumns({sink.key: F.lit(sink.value), "run_id": F.lit(self.run_id)}))
         self.written[name] = table
+        contract.at_step(f"written:{name}")  # one commit of a V2 table: the kill tests stop here
 
     def read(self, name: str) -> DataFrame:
         sink = self.sink
@@ -277,11 +289,14 @@ class TableStage:
         if guard is not None:
             guard()
         row = self._runs_row(marker)
-        _append(sink, family.data(RUNS), row.limit(0))  # the runs table, empty, for the views to name
-        create_view(family, RUNS, runs_view(family, sink.key))
-        for member in sorted({MEMBERS[n] for n in self.written}):
-            create_view(family, member, night_view(family, member, sink.key))
-        _append(sink, family.data(RUNS), row)
+        with catalog_step(sink.name, "create the family's views"):
+            if not family.exists(family.data(RUNS)):  # for the views to name; no commit of its own
+                _create(sink, family.data(RUNS), row)
+            create_view(family, RUNS, runs_view(family, sink.key))
+            for member in sorted({MEMBERS[n] for n in self.written}):
+                create_view(family, member, night_view(family, member, sink.key))
+        with catalog_step(sink.name, "append the night's runs row"):
+            _append(sink, family.data(RUNS), row)
         self.published = True
         contract.at_step("published")
         sink.drop_others()
@@ -301,11 +316,35 @@ class TableStage:
             result.duration_seconds,
             self.files.get("report.html"),
             dumps(marker, indent=2),
+            self._stored_bytes(),
         )
-        row = self.sink.spark.createDataFrame([values], RUN_COLUMNS)
+        sink = self.sink
+        row = sink.spark.createDataFrame([values], RUN_COLUMNS)
+        runs = sink.family.data(RUNS)
+        if sink.family.exists(runs) and STORED_BYTES not in sink.spark.table(runs).columns:
+            row = row.drop(STORED_BYTES)  # a family made before the column: its runs rows stay as they are
         return row.withColumns(
-            {"published_at": F.current_timestamp(), self.sink.key: F.lit(self.sink.value), "run_id": F.lit(self.run_id)}
+            {"published_at": F.current_timestamp(), sink.key: F.lit(sink.value), "run_id": F.lit(self.run_id)}
         ).coalesce(1)
+
+    def _stored_bytes(self) -> Optional[int]:
+        """The bytes of data files this run's rows take in the storage tables, as the format tells
+        (Iceberg's ``files`` metadata table; the files Spark reads them from, Delta's and
+        Parquet's); None where it does not."""
+        sink, total = self.sink, 0
+        where = f"{sink.key} = {_literal(sink.value)} AND run_id = {_literal(self.run_id)}"
+        for table in sorted(set(self.written.values())):
+            if sink.family.kinds.provider(table) == "iceberg":
+                query = (f"SELECT sum(file_size_in_bytes) FROM {table}.files "
+                         f"WHERE partition.{sink.key} = {_literal(sink.value)} AND partition.run_id = {_literal(self.run_id)}")  # fmt: skip
+            else:
+                query = (f"SELECT sum(size) FROM (SELECT DISTINCT _metadata.file_path, _metadata.file_size AS size "
+                         f"FROM {table} WHERE {where})")  # fmt: skip
+            try:
+                total += sink.spark.sql(query).collect()[0][0] or 0
+            except Exception:  # noqa: BLE001 - a format or catalog that does not tell
+                return None
+        return total
 
     def discard(self) -> None:
         """A run that did not publish drops its own rows (what a kill leaves, the next run drops)."""
@@ -314,12 +353,16 @@ class TableStage:
         family = self.sink.family
         for table in sorted(set(self.written.values())):
             with contextlib.suppress(Exception):  # cancelled by a signal, say: the next run drops them
-                family.drop(table, self.sink.key, self.sink.value, [self.run_id], self.sink.v2)
+                family.drop(table, self.sink.key, self.sink.value, [self.run_id])
 
 
 def _append(sink: TableSink, table: str, df: DataFrame) -> None:
-    """Append ``df`` as new partitions (key, ``run_id``) of ``table``, created on first use."""
-    if sink.family.exists(table):
+    """Append ``df`` as new partitions (key, ``run_id``) of ``table``, created on first use.
+
+    An existing V2 table takes the rows in its own format (``DataFrameWriterV2.append``: one
+    commit), whatever ``output_table_format`` says; a V1 table, as Spark's writer appends."""
+    family = sink.family
+    if family.exists(table):
         have = {c.name: c.dataType for c in sink.spark.catalog.listColumns(table)}
         mine = {f.name: f.dataType.simpleString() for f in df.schema.fields}
         if set(have) != set(mine) or any(have[c] != t for c, t in mine.items()):
@@ -327,10 +370,39 @@ def _append(sink: TableSink, table: str, df: DataFrame) -> None:
                 f"table {table} has the columns {', '.join(have)}; this run's are {', '.join(mine)}: "
                 "keep one configuration (segments, metrics) per output_table, or choose another"
             )
+        if family.kinds.v2(table):
+            df.writeTo(table).append()
+            return
+    elif not sink.name.in_session_catalog:
+        # A catalog plugin's table: created through the catalog, in its default format unless
+        # one is asked for (another run may create it meanwhile: then append).
+        writer = df.writeTo(table).partitionedBy(F.col(sink.key), F.col("run_id"))
+        if sink.output.table_format is not None:
+            writer = writer.using(sink.output.table_format)
+        try:
+            writer.create()
+        except Exception:
+            if not family.exists(table):
+                raise
+            df.writeTo(table).append()
+        return
     writer = df.write.mode("append").partitionBy(sink.key, "run_id")
     if sink.output.table_format is not None:
         writer = writer.format(sink.output.table_format)
     writer.saveAsTable(table)
+
+
+def _create(sink: TableSink, table: str, df: DataFrame) -> None:
+    """Create ``table`` empty with ``df``'s columns, partitioned by (key, ``run_id``): a V2 format's
+    by DDL, which commits nothing (an empty append is an empty snapshot); a V1 table, as Spark's
+    writer makes it (no partition)."""
+    fmt = sink.output.table_format
+    if fmt is None and sink.name.in_session_catalog:
+        _append(sink, table, df.limit(0))
+        return
+    columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in df.schema.fields)
+    using = f" USING {fmt}" if fmt is not None else ""
+    sink.spark.sql(f"CREATE TABLE IF NOT EXISTS {table} ({columns}){using} PARTITIONED BY ({sink.key}, run_id)")
 
 
 # ----------------------------------------------------------------------------- the kind
