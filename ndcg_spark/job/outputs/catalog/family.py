@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 
 from ndcg_spark.errors import ConfigError
 from ndcg_spark.job.config.targets import RUN_DATE
-from ndcg_spark.job.outputs.catalog.catalogs import Kinds, TableName
+from ndcg_spark.job.outputs.catalog.capabilities import Kinds, TableName
 from ndcg_spark.job.result import RunResult
 
 RUNS = "runs"
@@ -29,7 +29,8 @@ RUN_COLUMNS = (
 STORED_BYTES = "stored_bytes"
 
 
-def _literal(value: str) -> str:
+def sql_literal(value: str) -> str:
+    """A SQL string literal of ``value``."""
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
@@ -59,7 +60,7 @@ class Family:
         if self.kinds.v2(table):  # a V2 table has no partitions to show: its rows tell
             rows = self.spark.table(table).where(F.col(key) == value).select("run_id").distinct().collect()
             return sorted(r[0] for r in rows if r[0])
-        rows = self.spark.sql(f"SHOW PARTITIONS {table} PARTITION ({key} = {_literal(value)})").collect()
+        rows = self.spark.sql(f"SHOW PARTITIONS {table} PARTITION ({key} = {sql_literal(value)})").collect()
         ids = []
         for row in rows:
             parts = dict(p.split("=", 1) for p in row[0].split("/"))
@@ -79,10 +80,10 @@ class Family:
         if not run_ids:
             return
         if self.kinds.v2(table):
-            listed = ", ".join(_literal(r) for r in run_ids)
-            self.spark.sql(f"DELETE FROM {table} WHERE {key} = {_literal(value)} AND run_id IN ({listed})")
+            listed = ", ".join(sql_literal(r) for r in run_ids)
+            self.spark.sql(f"DELETE FROM {table} WHERE {key} = {sql_literal(value)} AND run_id IN ({listed})")
             return
-        parts = ", ".join(f"PARTITION ({key} = {_literal(value)}, run_id = {_literal(r)})" for r in run_ids)
+        parts = ", ".join(f"PARTITION ({key} = {sql_literal(value)}, run_id = {sql_literal(r)})" for r in run_ids)
         self.spark.sql(f"ALTER TABLE {table} DROP IF EXISTS {parts}")
 
 

@@ -16,7 +16,7 @@ run of each night: the row of ``db.ndcg_runs_data`` published last for that nigh
 2. appends its row to ``db.ndcg_runs_data`` (one partition, added to the catalog in one call):
    from then on every view shows this run's rows for the night, and only them;
 3. removes the rows of the night's earlier runs, now superseded: drops their partitions (a V1
-   table) or deletes them (Iceberg, Delta: one ``DELETE`` per table; :mod:`.catalogs` says which).
+   table) or deletes them (Iceberg, Delta: one ``DELETE`` per table; :mod:`.capabilities` says which).
 
 A run killed before step 2 left partitions no view shows; one killed after it, superseded
 partitions no view shows. The next run of the night, holding the night's lock, drops both
@@ -40,7 +40,7 @@ from pyspark.sql import functions as F
 from ndcg_spark.errors import ConfigError
 from ndcg_spark.job.config.targets import Partition
 from ndcg_spark.job.outputs import contract, lease
-from ndcg_spark.job.outputs.catalog.catalogs import (
+from ndcg_spark.job.outputs.catalog.capabilities import (
     TableName,
     catalog_step,
     check_catalog,
@@ -54,10 +54,10 @@ from ndcg_spark.job.outputs.catalog.family import (
     STORED_BYTES,
     Family,
     TableRuns,
-    _literal,
     create_view,
     night_view,
     runs_view,
+    sql_literal,
 )
 from ndcg_spark.job.outputs.contract import COMMANDS, STATE
 from ndcg_spark.job.outputs.files import Files, files_for, is_connect, qualify
@@ -332,11 +332,11 @@ class TableStage:
         (Iceberg's ``files`` metadata table; the files Spark reads them from, Delta's and
         Parquet's); None where it does not."""
         sink, total = self.sink, 0
-        where = f"{sink.key} = {_literal(sink.value)} AND run_id = {_literal(self.run_id)}"
+        where = f"{sink.key} = {sql_literal(sink.value)} AND run_id = {sql_literal(self.run_id)}"
         for table in sorted(set(self.written.values())):
             if sink.family.kinds.provider(table) == "iceberg":
                 query = (f"SELECT sum(file_size_in_bytes) FROM {table}.files "
-                         f"WHERE partition.{sink.key} = {_literal(sink.value)} AND partition.run_id = {_literal(self.run_id)}")  # fmt: skip
+                         f"WHERE partition.{sink.key} = {sql_literal(sink.value)} AND partition.run_id = {sql_literal(self.run_id)}")  # fmt: skip
             else:
                 query = (f"SELECT sum(size) FROM (SELECT DISTINCT _metadata.file_path, _metadata.file_size AS size "
                          f"FROM {table} WHERE {where})")  # fmt: skip
