@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -118,10 +119,50 @@ def make_inputs(folder: Path) -> None:
         (folder / name / "part-0.json").write_text("\n".join(lines) + "\n")
 
 
+CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+
+
+class ForegroundConnectServer:
+    """Spark Connect's server through ``spark-submit`` in a process group of this test's: PySpark
+    4.1's package ships the server's jar but not ``sbin/start-connect-server.sh``, which
+    :class:`tests.cluster.ConnectServer` starts it with."""
+
+    def __init__(self, base: Path, conf: dict):
+        from tests import cluster as C
+
+        self.port = C.free_port()
+        cmd = [str(C.SPARK_SUBMIT), "--master", "local[2]", "--class", CONNECT_SERVER_CLASS,
+               "--conf", f"spark.connect.grpc.binding.address={C.LOCALHOST}",
+               "--conf", f"spark.connect.grpc.binding.port={self.port}", "--conf", "spark.ui.enabled=false",
+               "--driver-java-options", f"-Dderby.system.home={base}",
+               *[flag for key, value in conf.items() for flag in ("--conf", f"{key}={value}")], "spark-internal"]  # fmt: skip
+        self.log = open(base / "server.log", "wb")  # noqa: SIM115 - closed by stop()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_SUBMIT")}
+        self.proc = subprocess.Popen(cmd, cwd=base, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)  # fmt: skip
+        deadline = time.time() + C.START_TIMEOUT
+        while not C.port_open(self.port):
+            if self.proc.poll() is not None or time.time() > deadline:
+                self.stop()
+                raise AssertionError(f"the Connect server did not start:\n{(base / 'server.log').read_text()[-3000:]}")
+            time.sleep(0.5)
+        self.url = f"sc://localhost:{self.port}"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(60)
+        self.log.close()
+
+
 @pytest.mark.cluster
 @pytest.mark.parametrize("setup_name", formats.SETUPS)
 def test_a_run_over_spark_connect_publishes_in_the_format(setup_name, tmp_path):
-    """The job as a Spark Connect client of a server configured with the format: its nights
+    """The job as a Spark Connect client of a server configured with the format: its night
     published and replaced, the figures the folder output's (no lock: the client cannot reach the
     warehouse's file system)."""
     reason = formats.missing()
@@ -129,18 +170,17 @@ def test_a_run_over_spark_connect_publishes_in_the_format(setup_name, tmp_path):
         pytest.skip(reason)
     from tests import cluster as C
 
-    if C.NO_CONNECT_SERVER:
+    if not any(C.SPARK_HOME.glob("jars/spark-connect_*.jar")):
         pytest.skip(C.NO_CONNECT_SERVER)
     inputs = tmp_path / "inputs"
     make_inputs(inputs)
     base = tmp_path / "server"
     base.mkdir()
     conf = {**formats.settings(setup_name, base), "spark.sql.shuffle.partitions": "2"}
-    server = C.ConnectServer(base, Path(sys.executable), conf=conf).begin()
+    server = ForegroundConnectServer(base, conf)
     try:
-        server.wait_ready()
-        job = ["--recommendations", str(inputs / "good"), "--relevance", str(inputs / "rel"), "--format", "json", "--k", "3,5",
-               "--run-date", DATE, "--output-table", "default.ndcg"]  # fmt: skip
+        job = ["--recommendations", str(inputs / "good"), "--relevance", str(inputs / "rel"), "--format", "json",
+               "--k", "3,5", "--run-date", DATE, "--output-table", "default.ndcg"]  # fmt: skip
         first = C.run_connect_job(server.url, [*job, "--output-table-format", FORMAT[setup_name]], tmp_path / "1.log")
         again = C.run_connect_job(server.url, job, tmp_path / "2.log")
         folder = C.run_connect_job(server.url, [*job[:-2], "--output", str(tmp_path / "folder")], tmp_path / "3.log")
