@@ -32,7 +32,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ndcg_spark._columns import ITEM, ITEMS, JUDGED_ITEMS, JUDGED_RELEVANCE, SEGMENT, list_keys
+from ndcg_spark._columns import EXCLUDED, ITEM, ITEMS, JUDGED_ITEMS, JUDGED_RELEVANCE, SEGMENT, list_keys
 from ndcg_spark._sql import ident, string_literal
 from ndcg_spark.errors import COLUMN_TYPE, MISSING_COLUMN, TYPES_DIFFER, ConfigError, InputDataError, input_check
 from ndcg_spark.options import BEYOND_GLOBAL, BEYOND_METRICS, BEYOND_PER_USER, EvaluationOptions
@@ -397,9 +397,12 @@ def _metrics_at(k: Optional[int], names: Sequence[str], opts: EvaluationOptions)
     if "unexpectedness" in names:
         base = BASELINE if k is None else f"slice({BASELINE}, 1, {int(k)})"
         missing = "1.0D" if opts.without_baseline == "unexpected" else "0.0D"
-        count = f"CAST(size(filter({top}, x -> NOT array_contains({base}, x.i))) AS DOUBLE)"
+        # 1 - the share shared with the baseline's top k: under short_lists = "k" the empty slots
+        # of a short list count as unexpected, as RePlay's 1 - |R ∩ B| / k.
+        shared = f"CAST(size(filter({top}, x -> array_contains({base}, x.i))) AS DOUBLE)"
         out["unexpectedness"] = (
-            f"(CASE WHEN {n} = 0 THEN NULL WHEN {BASELINE} IS NULL THEN {missing} ELSE {_share_of(count, n, k, by_k)} END)"
+            f"(CASE WHEN {n} = 0 THEN NULL WHEN {BASELINE} IS NULL THEN {missing} "
+            f"ELSE 1.0D - {_share_of(shared, n, k, by_k)} END)"
         )
     if "category_diversity" in names:
         distinct = f"CAST(size(array_distinct(filter(transform({top}, x -> x.c), c -> c IS NOT NULL))) AS DOUBLE)"
@@ -595,19 +598,51 @@ def _join_null_safe(left: DataFrame, right: DataFrame, keys: Sequence[str], how:
 def attach(
     scored: DataFrame, metrics: DataFrame, history: Optional[DataFrame], names: Sequence[str], opts: EvaluationOptions
 ) -> DataFrame:
-    """The scored rows with each per-user metric of ``names`` (null for a user without a list,
-    but RePlay's Novelty under ``without_list = "scored"``: 1.0 for a user with interactions)."""
+    """The scored rows with each per-user metric of ``names`` (null for a user without a list).
+
+    Under ``without_list = "scored"`` (RePlay's Novelty, which scores every training user),
+    ``unseen_share`` is 1.0 for a user with interactions and no list; a user with interactions
+    only (neither a list nor relevance rows) gets rows of its own, left out of NDCG (``EXCLUDED``)
+    as a user NDCG never saw. Without segments of the recommendations only: with them, such a
+    user belongs to no segment.
+    """
     names = [n for n in names if n in BEYOND_PER_USER]
     metrics = unpacked(metrics)
     keys = [c for c in (*opts.group_by, opts.user_col) if c in metrics.columns] + ["k"]
     out = _join_null_safe(scored, metrics, keys)
     if "unseen_share" in names and opts.without_list == "scored" and history is not None:
-        users = history.selectExpr(ident(opts.user_col), f"true AS {HAS_HISTORY}")
+        user = ident(opts.user_col)
+        users = history.selectExpr(user, f"true AS {HAS_HISTORY}")
+        if len(keys) == 2:
+            seen = out.select(user).distinct()
+            cutoffs = ", ".join(_cutoff_sql(k) for k in opts.cutoffs)
+            only = users.join(seen, on=opts.user_col, how="left_anti").selectExpr(
+                user, f"explode(array({cutoffs})) AS k"
+            )
+            out = out.unionByName(only.selectExpr(*[_filler(f, opts) for f in out.schema.fields]))
         out = out.join(users, on=opts.user_col, how="left").selectExpr(
             *[ident(c) for c in out.columns if c != "unseen_share"],
             f"CASE WHEN unseen_share IS NULL AND {HAS_HISTORY} THEN 1.0D ELSE unseen_share END AS unseen_share",
         )
     return out
+
+
+def _filler(field: T.StructField, opts: EvaluationOptions) -> str:
+    """SQL: a scored column's value for a user with interactions only (no list, no relevance)."""
+    if field.name in (opts.user_col, "k"):
+        return ident(field.name)
+    if field.name == EXCLUDED:
+        return f"true AS {EXCLUDED}"
+    kind = field.dataType
+    if isinstance(kind, T.BooleanType):
+        value = "false"
+    elif isinstance(kind, (T.IntegerType, T.LongType)):
+        value = "0"
+    elif field.name in ("cg", "dcg", "idcg", "ndcg"):
+        value = "0.0D"
+    else:
+        value = "NULL"
+    return f"CAST({value} AS {kind.simpleString()}) AS {ident(field.name)}"
 
 
 # ----------------------------------------------------------------------------- exposure and summary

@@ -105,7 +105,10 @@ class EvaluationResult:
         if per_user_beyond:
             # Every user with a list is scored beyond accuracy: one NDCG policies leave out keeps
             # its row, its NDCG figures null.
-            kept = functools.reduce(operator.and_, both_sides_kept(), ~F.col(EXCLUDED) | (F.col("n_recommended") > 0))
+            scored_beyond = functools.reduce(operator.or_, [F.col(n).isNotNull() for n in per_user_beyond])
+            kept = functools.reduce(
+                operator.and_, both_sides_kept(), ~F.col(EXCLUDED) | (F.col("n_recommended") > 0) | scored_beyond
+            )
             ndcg_figures = {"cg", "dcg", "idcg", "ndcg", *extra}
             shown = [
                 F.when(~F.col(EXCLUDED), F.col(ident(c))).alias(c) if c in ndcg_figures else F.col(ident(c))
