@@ -135,6 +135,8 @@ def test_global_figures_by_hand(spark, tables):
     # users counts NDCG's users, as before; the interval of a beyond-accuracy mean is the normal one.
     row = result.summary.first()
     assert row.users == 4 and row.novelty_ci_low < row.mean_novelty < row.novelty_ci_high
+    # The lists the metrics read are NDCG's own: every input row counted once.
+    assert result.input_rows() == {"recommendations": 6, "relevance": 3}
     # z, an interaction's item, is not in the items table: counted, not dropped in silence.
     assert result.unknown_items() == {"interactions_unknown_items": 1, "recommended_unknown_items": 0}
 
