@@ -261,7 +261,7 @@ def test_a_history_past_max_history_stops_the_run_naming_the_user(spark, tables)
     with pytest.raises(Exception) as info:
         result.per_user.collect()
     assert str(as_error(info.value)).startswith(
-        "interactions: user_id=6 has 3 distinct items, more than max_history = 2"
+        "invalid input: interactions: user_id=6 has 3 distinct items, more than max_history = 2"
     )
 
 
