@@ -2,7 +2,8 @@
 
 Each difference is detected by the feature itself (a method, a module), not by comparing version
 strings, so a 3.5 runtime with a feature backported behaves as the feature says. The version is
-read only to refuse a Spark older than the oldest supported (:func:`check_spark`).
+read only to tell a Spark older than the oldest supported (:func:`unsupported`; refused by
+:func:`ndcg_spark.spark_support.check_spark`, so this module imports none of the package's errors).
 
 The differences the package meets:
 
@@ -61,24 +62,6 @@ def unsupported(version: str, found: str = "PySpark {} is installed") -> Optiona
     if parsed is None or parsed >= OLDEST:
         return None
     return f"{found.format(version)}; ndcg-spark needs Spark {SUPPORTED}"
-
-
-def check_spark(spark=None) -> None:
-    """Stop with a :class:`~ndcg_spark.errors.ConfigError` (``INVALID_CONFIG``) on a Spark older than 3.5.
-
-    Without ``spark`` the installed PySpark is checked (before a session starts); with it, the
-    Spark the session runs (a Spark Connect server may differ from its client).
-    """
-    from ndcg_spark.errors import ConfigError
-
-    if spark is None:
-        import pyspark
-
-        problem = unsupported(pyspark.__version__)
-    else:
-        problem = unsupported(spark.version, "the session runs Spark {}")
-    if problem:
-        raise ConfigError(problem)
 
 
 def parse_ddl(ddl: str, spark=None):

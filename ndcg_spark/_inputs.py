@@ -23,10 +23,10 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ndcg_spark._columns import ARRAY_RANK, HAS_ATTRIBUTES, ITEM, ORDER, REL
-from ndcg_spark._compat import check_spark
 from ndcg_spark._sql import ident, string_literal
 from ndcg_spark.errors import COLUMN_TYPE, MISSING_COLUMN, TYPES_DIFFER, InputDataError, input_check
 from ndcg_spark.options import EvaluationOptions
+from ndcg_spark.spark_support import check_spark
 
 NUMERIC_TYPES = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType, T.DecimalType)
 INTEGRAL_TYPES = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)

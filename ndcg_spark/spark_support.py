@@ -11,6 +11,7 @@ from ndcg_spark import _compat
 
 # Whether a DataFrame or session is Spark Connect's (no JVM on this side): asked by the job too.
 from ndcg_spark._compat import is_connect as is_connect
+from ndcg_spark.errors import ConfigError
 
 #: The Spark versions this package runs on, as messages write them.
 SUPPORTED = _compat.SUPPORTED
@@ -41,4 +42,11 @@ def check_spark(spark=None) -> None:
     >>> check_spark(), check_spark(spark)
     (None, None)
     """
-    _compat.check_spark(spark)
+    if spark is None:
+        import pyspark
+
+        problem = _compat.unsupported(pyspark.__version__)
+    else:
+        problem = _compat.unsupported(spark.version, "the session runs Spark {}")
+    if problem:
+        raise ConfigError(problem)

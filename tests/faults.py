@@ -1,4 +1,4 @@
-"""Faults injected at a named step of a publish (:data:`ndcg_spark.job.publish.at_step`).
+"""Faults injected at a named step of a publish (:data:`ndcg_spark.job.outputs.contract.at_step`).
 
 In this process a test sets the hook itself (``monkeypatch.setattr(publish, "at_step", ...)``).
 A job that must be killed or signalled runs in a process of its own, started as::
@@ -15,7 +15,8 @@ import sys
 import time
 from typing import Callable, Sequence
 
-from ndcg_spark.job import entrypoint, interrupts, publish
+from ndcg_spark.job import entrypoint, interrupts
+from ndcg_spark.job.outputs import contract
 
 
 def failing_at(step: str) -> Callable[[str], None]:
@@ -47,7 +48,7 @@ def main(argv: Sequence[str]) -> None:
     step, pause_file, separator, *job = argv
     if separator != "--":
         raise SystemExit("usage: python -m tests.faults STEP PAUSE_FILE -- JOB_ARGS...")
-    publish.at_step = pausing_at(step, pause_file)
+    contract.at_step = pausing_at(step, pause_file)
     sys.argv = [sys.argv[0], *job]
     entrypoint()
 

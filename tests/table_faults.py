@@ -16,7 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Sequence
 
-from ndcg_spark.job import publish, run
+from ndcg_spark.job import run
+from ndcg_spark.job.outputs import contract
 from tests.faults import pausing_at
 
 
@@ -73,9 +74,9 @@ def main(argv: Sequence[str]) -> int:
                     json.dump(record, fh)
             pause(at)
 
-        publish.at_step = hook
+        contract.at_step = hook
     record["code"] = run(job)
-    publish.at_step = publish._no_fault
+    contract.at_step = contract._no_fault
     record["after"] = seen(spark, family)
     with open(seen_path, "w") as fh:
         json.dump(record, fh)

@@ -16,7 +16,7 @@ import pytest
 from chispa import assert_approx_df_equality
 from pyspark.sql import types as T
 
-from ndcg_spark import ConfigError, _compat, _counts, evaluate
+from ndcg_spark import ConfigError, _compat, _counts, evaluate, spark_support
 from ndcg_spark.errors import RowCheckFailed, as_error
 from ndcg_spark.job import run
 from ndcg_spark.job.exits import EXIT_CONFIG
@@ -44,10 +44,10 @@ def test_a_pyspark_older_than_3_5_stops_the_job_before_spark_starts(monkeypatch,
 def test_a_session_running_an_older_spark_stops_the_library_with_one_line(version, stops):
     session = SimpleNamespace(version=version)
     if not stops:
-        _compat.check_spark(session)
+        spark_support.check_spark(session)
         return
     with pytest.raises(ConfigError) as info:
-        _compat.check_spark(session)
+        spark_support.check_spark(session)
     assert str(info.value) == f"the session runs Spark {version}; ndcg-spark needs Spark 3.5 or 4.x"
 
 

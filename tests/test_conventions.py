@@ -21,7 +21,7 @@ from ndcg_spark import EvaluationOptions, evaluate
 from ndcg_spark.conventions import PRESETS
 from ndcg_spark.errors import ConfigError
 from ndcg_spark.job import run
-from ndcg_spark.job.config import parse_config
+from ndcg_spark.job.config.parsing import parse_config
 from ndcg_spark.job.exits import EXIT_OK
 from tests.helpers import frames, random_graded, trec_ndcg_expected, trec_tables
 

@@ -13,8 +13,9 @@ import pytest
 import ndcg_spark
 from ndcg_spark import errors
 from ndcg_spark.errors import ConfigError, InputDataError, NdcgError, RowCheckFailed, SparkGone, as_error
-from ndcg_spark.job import exits, interrupts, lease
+from ndcg_spark.job import exits, interrupts
 from ndcg_spark.job.exits import OutputLocked, QualityGateFailed, Stopped, classify, exit_code
+from ndcg_spark.job.outputs import lease
 from ndcg_spark.validation import INVALID_ROWS
 
 pytestmark = pytest.mark.job  # the job's tests: left out of the library's loop (CONTRIBUTING.md)

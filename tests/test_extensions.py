@@ -172,9 +172,9 @@ def test_each_companion_metric_is_averaged_and_shown_everywhere(spark):
     the summary (checked against the per-user figures averaged here), a column of the report's
     table, a header of the console's and a metric of MLflow's."""
     from ndcg_spark._metrics import COMPANIONS
+    from ndcg_spark.job.commands.tracking import metric_rows
     from ndcg_spark.job.console import format_summary
     from ndcg_spark.job.result import RunResult
-    from ndcg_spark.job.tracking import metric_rows
     from ndcg_spark.report import render
 
     recs, rels = random_graded(seed=3, users=12)

@@ -11,9 +11,9 @@ from scipy import stats
 
 from ndcg_spark import compare_models, evaluate
 from ndcg_spark.errors import ConfigError
-from ndcg_spark.job.checks import check
-from ndcg_spark.job.gates import Gate, margins_by_k, parse_gates
-from ndcg_spark.job.verdict import worse_failure
+from ndcg_spark.job.config.gate_specs import Gate, margins_by_k, parse_gates
+from ndcg_spark.job.gates.holding import check
+from ndcg_spark.job.gates.wording import worse_failure
 from ndcg_spark.report import render_comparison
 from tests.helpers import browser, frames, layout_at, random_graded
 

@@ -12,10 +12,14 @@ from scipy import stats
 
 from ndcg_spark import evaluate
 from ndcg_spark.errors import ConfigError
-from ndcg_spark.job import history, regression, storage
-from ndcg_spark.job.checks import check
-from ndcg_spark.job.gates import Gate, parse_gates
-from ndcg_spark.job.result import RunResult
+from ndcg_spark.job.commands import evaluate as evaluate_command
+from ndcg_spark.job.commands import history
+from ndcg_spark.job.config.gate_specs import Gate, parse_gates
+from ndcg_spark.job.gates import regression
+from ndcg_spark.job.gates.holding import check
+from ndcg_spark.job.outputs import files as output_files
+from ndcg_spark.job.outputs.directory import runs as directory_runs
+from ndcg_spark.job.result import RunResult, strict_json
 from ndcg_spark.report import trend_chart
 from tests.helpers import browser, frames, random_graded, texts_outside_svgs
 
@@ -26,13 +30,13 @@ SVG = "{http://www.w3.org/2000/svg}"
 
 
 def write_file(spark, output, path, text):
-    storage.files_for(spark, output).write_text(f"{output}/{path}", text)
+    output_files.files_for(spark, output).write_text(f"{output}/{path}", text)
 
 
 def write_run(spark, output, date, per_user, manifest):
     """What a complete run leaves: its per-user partition, then its marker (the manifest)."""
-    storage.write_table(per_user, f"{output}/per_user/run_date={date}")
-    write_file(spark, output, f"_manifests/run_date={date}/summary.json", storage.strict_json(manifest))
+    per_user.write.parquet(f"{output}/per_user/run_date={date}")
+    write_file(spark, output, f"_manifests/run_date={date}/summary.json", strict_json(manifest))
 
 
 def publish(spark, output, date, result, group_by):
@@ -75,29 +79,29 @@ def test_complete_runs_are_those_with_a_marker(spark, nightly, monkeypatch):
     write_file(spark, output, "_manifests/run_date=2026-11-23/report.html", "<p>unfinished</p>")
     write_file(spark, output, "_manifests/_staging/summary.json", "{}")
     write_file(spark, output, "_manifests/country=kr/summary.json", "{}")
-    assert history.complete_runs(storage.files_for(spark, output)) == list(NIGHTS)
-    assert history.complete_runs(storage.files_for(spark, output), key="country") == ["kr"]
-    assert history.complete_runs(storage.files_for(spark, output + "/nothing-here")) == []
-    assert history.previous_run(storage.files_for(spark, output), "2026-11-22") == "2026-11-21"
-    assert history.previous_run(storage.files_for(spark, output), "2026-11-24") == "2026-11-22"
-    assert history.previous_run(storage.files_for(spark, output), NIGHTS[0]) is None
+    assert directory_runs.complete_runs(output_files.files_for(spark, output)) == list(NIGHTS)
+    assert directory_runs.complete_runs(output_files.files_for(spark, output), key="country") == ["kr"]
+    assert directory_runs.complete_runs(output_files.files_for(spark, output + "/nothing-here")) == []
+    assert directory_runs.previous_run(output_files.files_for(spark, output), "2026-11-22") == "2026-11-21"
+    assert directory_runs.previous_run(output_files.files_for(spark, output), "2026-11-24") == "2026-11-22"
+    assert directory_runs.previous_run(output_files.files_for(spark, output), NIGHTS[0]) is None
     written = json.loads(json.dumps(nights[1][1], default=str))
-    assert history.read_manifest(storage.files_for(spark, output), NIGHTS[1]) == RunResult.from_json(
+    assert directory_runs.read_manifest(output_files.files_for(spark, output), NIGHTS[1]) == RunResult.from_json(
         written, "evaluate"
     )
-    runs = history.read_history(storage.files_for(spark, output), last=2)
+    runs = directory_runs.read_history(output_files.files_for(spark, output), last=2)
     assert [v for v, _ in runs] == list(NIGHTS[1:])
     # Over Spark Connect the client lists and reads the local output with its own file system.
-    classic = history.read_history(storage.files_for(spark, output), before=NIGHTS[2])
-    monkeypatch.setattr(storage, "is_connect", lambda spark: True)
-    assert history.complete_runs(storage.files_for(spark, "file:" + output)) == list(NIGHTS)
-    assert history.read_history(storage.files_for(spark, output), before=NIGHTS[2]) == classic
+    classic = directory_runs.read_history(output_files.files_for(spark, output), before=NIGHTS[2])
+    monkeypatch.setattr(output_files, "is_connect", lambda spark: True)
+    assert directory_runs.complete_runs(output_files.files_for(spark, "file:" + output)) == list(NIGHTS)
+    assert directory_runs.read_history(output_files.files_for(spark, output), before=NIGHTS[2]) == classic
     assert [v for v, _ in classic] == list(NIGHTS[:2])
 
 
 def test_history_rows_table_and_json(spark, nightly):
     output, nights = nightly
-    runs = history.read_history(storage.files_for(spark, output))
+    runs = directory_runs.read_history(output_files.files_for(spark, output))
     rows = history.history_rows(runs)
     expected = [
         {
@@ -160,8 +164,14 @@ def test_paired_change_refuses_a_previous_run_with_other_segments(spark):
 def test_regression_gate_fails_the_worse_night_and_names_what_it_compared(spark, nightly):
     output, nights = nightly
     gates = parse_gates("drop", "10:0.02", ["segment"], [5, 10])
-    outcome = regression.regression_gate(
-        spark, storage.files_for(spark, output), NIGHTS[2], nights[2][2].per_user, gates, ["segment"], "user_id"
+    outcome = evaluate_command.drop_gate(
+        spark,
+        directory_runs.DirectoryRuns(output_files.files_for(spark, output)),
+        NIGHTS[2],
+        nights[2][2].per_user,
+        gates,
+        ["segment"],
+        "user_id",
     )
     assert outcome.previous == NIGHTS[1] and outcome.failed
     # The oracle: tonight's and last night's per-user NDCG@10, paired by user, per segment.
@@ -183,8 +193,14 @@ def test_regression_gate_fails_the_worse_night_and_names_what_it_compared(spark,
     assert f"difference {first['mean_difference']:+.6f}, 95% interval [{first['difference_ci_low']:+.6f}, " in message
     assert message.endswith("; 1 more gate(s) failed, see summary.json (outputs were written)")
     # The second night ran the same model on fewer users: nothing changed, the gate passes.
-    same = regression.regression_gate(
-        spark, storage.files_for(spark, output), NIGHTS[1], nights[1][2].per_user, gates, ["segment"], "user_id"
+    same = evaluate_command.drop_gate(
+        spark,
+        directory_runs.DirectoryRuns(output_files.files_for(spark, output)),
+        NIGHTS[1],
+        nights[1][2].per_user,
+        gates,
+        ["segment"],
+        "user_id",
     )
     assert not same.failed and same.previous == NIGHTS[0]
     assert same.message.startswith("regression gate passed: run_date 2026-11-20 -> 2026-11-21")
@@ -194,8 +210,14 @@ def test_regression_gate_fails_the_worse_night_and_names_what_it_compared(spark,
 def test_regression_gate_without_an_earlier_run_passes_and_says_so(spark, nightly):
     output, nights = nightly
     gates = parse_gates("drop", "10:0.02")
-    outcome = regression.regression_gate(
-        spark, storage.files_for(spark, output), NIGHTS[0], nights[0][2].per_user, gates, ["segment"], "user_id"
+    outcome = evaluate_command.drop_gate(
+        spark,
+        directory_runs.DirectoryRuns(output_files.files_for(spark, output)),
+        NIGHTS[0],
+        nights[0][2].per_user,
+        gates,
+        ["segment"],
+        "user_id",
     )
     assert outcome.previous is None and not outcome.failed and outcome.checked == ()
     assert outcome.message == f"regression gate: no complete run before run_date={NIGHTS[0]} in {output}; passed"
@@ -275,7 +297,9 @@ def test_trend_chart_draws_each_segment_and_k_across_the_runs(spark, nightly):
     output, nights = nightly
     # Tonight's figures stand in for a run of the same date; the chart keeps the last 2 runs.
     tonight = [dict(m, mean_ndcg=0.5) for m in nights[2][1]["metrics"]]
-    rows = history.trend_rows(history.read_history(storage.files_for(spark, output)), (NIGHTS[2], tonight), last=2)
+    rows = history.trend_rows(
+        directory_runs.read_history(output_files.files_for(spark, output)), (NIGHTS[2], tonight), last=2
+    )
     assert sorted({r["run_date"] for r in rows}) == list(NIGHTS[1:])
     assert [r["mean_ndcg"] for r in rows if r["run_date"] == NIGHTS[2]] == [0.5] * 4
     svg = ET.fromstring(trend_chart(rows, ["segment"]))
@@ -307,7 +331,7 @@ def test_trend_chart_draws_each_segment_and_k_across_the_runs(spark, nightly):
 @browser
 def test_trend_chart_renders_in_headless_chromium_with_its_labels_inside(spark, nightly, tmp_path):
     output, _ = nightly
-    runs = history.read_history(storage.files_for(spark, output))
+    runs = directory_runs.read_history(output_files.files_for(spark, output))
     # Fourteen runs with a long segment name: the dates are thinned, the names cut to fit.
     many = [(f"2026-12-{d:02d}", manifest) for d in range(1, 15) for _, manifest in runs[:1]]
     rows = [dict(r, segment=r["segment"] * 40) for r in history.trend_rows(many, last=14)]
@@ -324,19 +348,42 @@ def test_the_gate_can_compare_with_the_last_run_that_passed(spark, tmp_path):
         manifest = {"metrics": [], "quality_gates": [], "regression_gate": {"gates": [{"passed": passed}]}}
         write_run(spark, output, date, per_user_frame(spark, [("a", u, 10, value) for u in range(10)]), manifest)
     gates = parse_gates("drop", "10:0.02")
-    last = regression.regression_gate(
-        spark, storage.files_for(spark, output), "2026-11-03", now, gates, ["segment"], "user_id"
+    last = evaluate_command.drop_gate(
+        spark,
+        directory_runs.DirectoryRuns(output_files.files_for(spark, output)),
+        "2026-11-03",
+        now,
+        gates,
+        ["segment"],
+        "user_id",
     )
     assert (last.previous, last.failed) == ("2026-11-02", False)
-    good = regression.regression_gate(
-        spark, storage.files_for(spark, output), "2026-11-03", now, gates, ["segment"], "user_id", passed_only=True
+    good = evaluate_command.drop_gate(
+        spark,
+        directory_runs.DirectoryRuns(output_files.files_for(spark, output)),
+        "2026-11-03",
+        now,
+        gates,
+        ["segment"],
+        "user_id",
+        passed_only=True,
     )
     assert (good.previous, good.failed) == ("2026-11-01", True)
     assert good.checked[0].mean_difference == pytest.approx(-0.4, abs=1e-12)
     assert good.checked[0].difference_ci_low == good.checked[0].difference_ci_high == pytest.approx(-0.4)
-    assert history.gates_passed(RunResult.from_json({"quality_gates": [{"passed": True}, {"passed": False}]})) is False
-    assert history.gates_passed(RunResult.from_json({"metrics": []})) is True
-    none = regression.regression_gate(
-        spark, storage.files_for(spark, output), "2026-11-01", now, gates, ["segment"], "user_id", passed_only=True
+    assert (
+        directory_runs.gates_passed(RunResult.from_json({"quality_gates": [{"passed": True}, {"passed": False}]}))
+        is False
+    )
+    assert directory_runs.gates_passed(RunResult.from_json({"metrics": []})) is True
+    none = evaluate_command.drop_gate(
+        spark,
+        directory_runs.DirectoryRuns(output_files.files_for(spark, output)),
+        "2026-11-01",
+        now,
+        gates,
+        ["segment"],
+        "user_id",
+        passed_only=True,
     )
     assert none.message.startswith("regression gate: no passing run before run_date=2026-11-01")

@@ -452,7 +452,7 @@ def test_job_reads_the_als_array_layout(spark, tmp_path):
 def test_small_files_go_through_hadoop_as_single_files_on_a_file_uri(spark, suite_inputs, tmp_path, monkeypatch):
     """summary.json, report.html and the partition manifest are single files under their own
     names on a ``file://`` URI, written through the session's Hadoop FileSystem (spied on)."""
-    from ndcg_spark.job import storage
+    from ndcg_spark.job.outputs import files as storage
 
     written = []
     real = storage.HadoopFiles.write_text

@@ -12,9 +12,11 @@ import sys
 import numpy as np
 import pytest
 
-from ndcg_spark.job import CompareConfig, EvaluateConfig, run, tracking, verdict
+from ndcg_spark.job import CompareConfig, EvaluateConfig, run
+from ndcg_spark.job.commands import tracking
+from ndcg_spark.job.config.gate_specs import Gate
 from ndcg_spark.job.exits import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK, EXIT_QUALITY_GATE
-from ndcg_spark.job.gates import Gate
+from ndcg_spark.job.gates import wording
 from ndcg_spark.job.result import RunResult
 from tests.helpers import frames, random_graded
 
@@ -100,15 +102,15 @@ def test_mlflow_asked_for_without_mlflow_is_a_config_error_before_reading(tmp_pa
 def test_failed_gates_name_the_first_failure():
     floor = {"segment": {}, "k": 10, "threshold": 0.5, "users": 3, "mean_ndcg": 0.25, "passed": False}
     drop = {"message": "regression gate failed: ... (outputs were written)", "gates": [{"passed": False}]}
-    both = verdict.failed_gates(RunResult.from_json({"quality_gates": [floor], "regression_gate": drop}))
+    both = wording.failed_gates(RunResult.from_json({"quality_gates": [floor], "regression_gate": drop}))
     assert both == (
         "quality gate failed: mean NDCG@10 = 0.250000 is below 0.5; the regression gate failed too "
         "(outputs were written)"
     )
-    assert verdict.failed_gates(RunResult.from_json({"quality_gates": [], "regression_gate": drop})) == drop["message"]
+    assert wording.failed_gates(RunResult.from_json({"quality_gates": [], "regression_gate": drop})) == drop["message"]
     passed = {"message": "regression gate passed: ...", "gates": [{"passed": True}]}
-    assert verdict.failed_gates(RunResult.from_json({"quality_gates": [], "regression_gate": passed})) is None
-    assert verdict.failed_gates(RunResult.from_json({"non_inferiority": []})) is None
+    assert wording.failed_gates(RunResult.from_json({"quality_gates": [], "regression_gate": passed})) is None
+    assert wording.failed_gates(RunResult.from_json({"non_inferiority": []})) is None
 
 
 @pytest.fixture(scope="module")

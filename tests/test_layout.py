@@ -1,6 +1,10 @@
 """The stages of ``evaluate`` are siblings over the column contract: none imports another; and
-the job is a client of the library's public modules, never of a private one; and the tests that
-reach the job are marked so, out of the library's fast loop."""
+the job is a client of the library's public modules, never of a private one; the job's rooms
+(config, result, gates, outputs, commands) depend on each other one way, with no cycle anywhere
+in the package; and the tests that reach the job are marked so, out of the library's fast loop.
+
+The import graph is a command anyone can run: ``python tests/test_layout.py`` prints the
+modules, import arrows, floors and cycles of ``ndcg_spark/job`` and of the whole package."""
 
 from __future__ import annotations
 
@@ -40,20 +44,15 @@ def test_every_internal_column_passed_between_stages_is_declared_once():
     assert declared == set(names)
 
 
-def _private_imports(source: str) -> list:
+def _private_imports(source: str, package: str = "ndcg_spark.job") -> list:
     """The private ``ndcg_spark`` modules a source imports (``ndcg_spark._x``, ``from ndcg_spark
-    import _x``, or relative from the package), as dotted names."""
+    import _x``, or relative from ``package``, the one the source is in), as dotted names."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             modules = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            # A relative import inside ndcg_spark/job/ (level 2 is the package itself).
-            base = node.module or ""
-            if node.level == 1:
-                base = "ndcg_spark.job" + (f".{base}" if base else "")
-            elif node.level >= 2:
-                base = "ndcg_spark" + (f".{base}" if base else "")
+            base = _absolute(node, package)
             # The module itself when private, else each private module imported from it.
             modules = [base] if _is_private(base) else [f"{base}.{alias.name}" for alias in node.names]
         else:
@@ -62,15 +61,33 @@ def _private_imports(source: str) -> list:
     return found
 
 
+def _absolute(node: ast.ImportFrom, package: str) -> str:
+    """The module an ``ImportFrom`` names, a relative one resolved from ``package`` (level 1 is
+    ``package`` itself, level 2 its parent...)."""
+    base = node.module or ""
+    if not node.level:
+        return base
+    anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+    return ".".join([*anchor, *([base] if base else [])])
+
+
 def _is_private(module: str) -> bool:
     parts = module.split(".")
     return parts[0] == "ndcg_spark" and any(p.startswith("_") and not p.startswith("__") for p in parts[1:])
 
 
-@pytest.mark.parametrize("path", sorted((PACKAGE / "job").glob("*.py")), ids=lambda p: p.name)
+JOB_FILES = sorted((PACKAGE / "job").rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", JOB_FILES, ids=lambda p: str(p.relative_to(PACKAGE / "job")))
 def test_the_job_imports_no_private_module_of_the_library(path):
-    imported = _private_imports(path.read_text())
+    imported = _private_imports(path.read_text(), _package_of(path))
     assert imported == [], f"{path.name} imports {imported}: add what the job needs to the public API"
+
+
+def _package_of(path: Path) -> str:
+    """The dotted package a source file of ``ndcg_spark`` is in."""
+    return ".".join(["ndcg_spark", *path.parent.relative_to(PACKAGE).parts])
 
 
 def test_the_private_import_check_sees_every_spelling():
@@ -85,8 +102,211 @@ def test_the_private_import_check_sees_every_spelling():
     ]
     for source in spellings:
         assert _private_imports(source), source
-    public = "from ndcg_spark import __version__, evaluate\nfrom ndcg_spark.job import storage\nfrom . import gates"
+    public = "from ndcg_spark import __version__, evaluate\nfrom ndcg_spark.job import console\nfrom . import gates"
     assert _private_imports(public) == []
+    # Relative imports from a room of the job resolve from its own package.
+    assert _private_imports("from ... import _compat", "ndcg_spark.job.outputs") == ["ndcg_spark._compat"]
+    assert _private_imports("from .. import console", "ndcg_spark.job.outputs") == []
+
+
+# ----------------------------------------------------------------------------- the import graph
+# Every import of a module of the package, at any depth (inside functions too): an arrow from the
+# importing module to the imported one. ``from pkg import name`` is an arrow to ``pkg.name`` when
+# that is a module, else to ``pkg``.
+
+
+def modules_of(root: Path = PACKAGE, package: str = "ndcg_spark") -> dict:
+    """{dotted module name: path} of every module under ``root`` (a package is its ``__init__``)."""
+    found = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join([package, *parts])] = path
+    return found
+
+
+def import_graph(modules: dict) -> dict:
+    """{module: the modules of ``modules`` it imports}."""
+    graph = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imports = [(alias.name, []) for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                imports = [(_absolute(node, package), [alias.name for alias in node.names])]
+            else:
+                continue
+            for base, names in imports:
+                submodules = {f"{base}.{n}" for n in names if f"{base}.{n}" in modules}
+                targets |= submodules
+                if len(submodules) < len(names) or not names:
+                    while base and base not in modules:  # the nearest enclosing module of the package
+                        base = base.rsplit(".", 1)[0] if "." in base else ""
+                    targets |= {base} if base else set()
+        graph[name] = targets - {name}
+    return graph
+
+
+def job_graph() -> dict:
+    """The import graph of ``ndcg_spark/job`` alone."""
+    return import_graph(modules_of(PACKAGE / "job", "ndcg_spark.job"))
+
+
+def cycles(graph: dict) -> list:
+    """The strongly connected components of more than one module (Tarjan's), each sorted."""
+    index, low, stack, on, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while not component or component[-1] != v:
+                component.append(stack.pop())
+                on.discard(component[-1])
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def floors(graph: dict) -> int:
+    """The floors of the graph, each cycle one module: 1 + the longest chain of arrows."""
+    home = {m: f"cycle {i}" for i, component in enumerate(cycles(graph)) for m in component}
+    above = {}
+    for v, targets in graph.items():
+        above.setdefault(home.get(v, v), set()).update(
+            home.get(w, w) for w in targets if home.get(w, w) != home.get(v, v)
+        )
+    depth: dict = {}
+
+    def floor(n):
+        if n not in depth:
+            depth[n] = 1 + max((floor(w) for w in above.get(n, ())), default=0)
+        return depth[n]
+
+    return max((floor(n) for n in above), default=0)
+
+
+def measures(graph: dict, name: str) -> str:
+    """One line of figures of a graph, and one per cycle."""
+    n, arrows = len(graph), sum(len(targets) for targets in graph.values())
+    line = f"{name}: {n} modules, {arrows} import arrows among {n * (n - 1) // 2} pairs, {floors(graph)} floors"
+    found = cycles(graph)
+    return "\n".join([f"{line}, {len(found)} cycle(s)", *(f"  cycle: {' <-> '.join(c)}" for c in found)])
+
+
+def _in(module: str, *rooms: str) -> bool:
+    return any(module == f"ndcg_spark.job.{r}" or module.startswith(f"ndcg_spark.job.{r}.") for r in rooms)
+
+
+def test_no_import_cycle_anywhere_in_the_package():
+    graph = import_graph(modules_of())
+    assert cycles(graph) == []
+
+
+def test_the_graph_sees_an_import_a_lazy_import_a_relative_one_and_a_cycle(tmp_path):
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "a.py").write_text("from pkg.sub import b\n")
+    (package / "sub" / "b.py").write_text("def f():\n    from ..c import x\n")
+    (package / "c.py").write_text("import pkg.a\nfrom pkg import sub\n")
+    graph = import_graph(modules_of(package, "pkg"))
+    assert graph["pkg.a"] == {"pkg.sub.b"} and graph["pkg.sub.b"] == {"pkg.c"}
+    assert graph["pkg.c"] == {"pkg.a", "pkg.sub"}
+    assert cycles(graph) == [["pkg.a", "pkg.c", "pkg.sub.b"]]
+    assert floors(graph) == 2  # the cycle, then the package pkg.sub it imports
+
+
+#: The rooms of the job and the only rooms each may import (``ndcg_spark.job.X``; the library is
+#: open to all). ``cli`` never imports ``outputs``: the sink is made and kept by the commands.
+ROOMS_ALLOWED = {
+    "config": {"config"},
+    "result": {"config"},
+    "gates": {"gates", "config", "result"},
+    "outputs": {"outputs", "config", "result", "exits", "interrupts"},
+    "commands": {"commands", "config", "result", "gates", "outputs", "exits", "interrupts", "progress", "console"},
+    "cli": {"commands", "config", "result", "gates", "exits", "interrupts", "progress", "console"},
+}
+
+
+@pytest.mark.parametrize("room", sorted(ROOMS_ALLOWED))
+def test_each_room_of_the_job_imports_only_the_rooms_below_it(room):
+    wrong = {
+        (module, target)
+        for module, targets in job_graph().items()
+        if _in(module, room)
+        for target in targets
+        if not _in(target, *ROOMS_ALLOWED[room])
+    }
+    assert wrong == set()
+
+
+def test_the_directory_and_the_catalog_never_import_each_other():
+    graph = job_graph()
+    for one, other in (("outputs.directory", "outputs.catalog"), ("outputs.catalog", "outputs.directory")):
+        crossing = {(m, t) for m, targets in graph.items() if _in(m, one) for t in targets if _in(t, other)}
+        assert crossing == set()
+
+
+def stem(name: str) -> str:
+    """A module's name without its inflection: ``checks``, ``checking`` and ``checked`` are ``check``."""
+    word = name.lstrip("_")
+    for ending in ("s", "ing", "ed", "er"):
+        if word.endswith(ending) and len(word) > len(ending) + 2:
+            word = word[: -len(ending)]
+    return word
+
+
+def test_a_modules_name_says_what_it_holds_no_two_are_variants_of_one_word():
+    names = {}
+    for module in job_graph():
+        names.setdefault(stem(module.rsplit(".", 1)[-1]), set()).add(module)
+    assert {s: sorted(m) for s, m in names.items() if len(m) > 1} == {}
+    assert stem("checks") == stem("checking") == stem("checked") == "check"
+    assert stem("nights") != stem("history")
+
+
+def test_every_package_of_ndcg_spark_is_built_into_the_wheel():
+    import tomllib
+
+    pyproject = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())
+    packages = {m for m, path in modules_of().items() if path.name == "__init__.py"}
+    assert set(pyproject["tool"]["setuptools"]["packages"]) == packages
+
+
+def _design_table(heading: str) -> set:
+    """The modules named in the first column of the table that follows ``heading`` in docs/design.md."""
+    text = (PACKAGE.parent / "docs" / "design.md").read_text()
+    lines = text[text.index(heading) :].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| module |"))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append(line.split("|")[1].strip().strip("`"))
+    return set(rows)
+
+
+def test_the_design_documents_every_module_of_the_job_and_no_other():
+    job = PACKAGE / "job"
+    modules = {str(p.relative_to(job)) for p in job.rglob("*.py") if p.read_text().strip()}
+    assert _design_table("The job is the package `ndcg_spark/job/`") == modules
 
 
 # ----------------------------------------------------------------------------- the library's loop
@@ -204,3 +424,8 @@ def test_marked(): run([])
     found = _unmarked_job_tests(source, {"published"})
     assert found == ["test_direct", "test_helper", "test_fixture", "test_local", "test_shared"]
     assert _unmarked_job_tests("import pytest\npytestmark = [pytest.mark.cluster]\n" + source, {"published"}) == []
+
+
+if __name__ == "__main__":
+    print(measures(job_graph(), "ndcg_spark.job"))
+    print(measures(import_graph(modules_of()), "ndcg_spark"))

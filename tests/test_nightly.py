@@ -15,8 +15,11 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
-from ndcg_spark.job import RunResult, cli, history, run, storage
+from ndcg_spark.job import RunResult, cli, run
+from ndcg_spark.job.commands import history
 from ndcg_spark.job.exits import EXIT_OK, EXIT_QUALITY_GATE
+from ndcg_spark.job.outputs.directory.runs import read_per_user
+from ndcg_spark.job.outputs.files import files_for
 from tests.helpers import browser, frames, layout_at, random_graded
 
 pytestmark = pytest.mark.job  # the job's tests: left out of the library's loop (CONTRIBUTING.md)
@@ -65,10 +68,7 @@ def test_the_regression_gate_fails_the_third_night_in_one_line(spark, three_nigh
     assert any(line.startswith(f"regression gate passed: run_date {NIGHTS[0]} -> {NIGHTS[1]}, ") for line in second)
     # The oracle: the second and third nights' per-user NDCG@10 as published, paired by user.
     a, b = (
-        {
-            r.user_id: r.ndcg
-            for r in history.read_per_user(spark, storage.files_for(spark, out), d).filter("k = 10").collect()
-        }
+        {r.user_id: r.ndcg for r in read_per_user(spark, files_for(spark, out), d).filter("k = 10").collect()}
         for d in NIGHTS[1:]
     )
     d = np.array([b[u] - a[u] for u in sorted(set(a) & set(b))])

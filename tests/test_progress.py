@@ -11,7 +11,7 @@ from collections import namedtuple
 import pytest
 
 from ndcg_spark.job import progress
-from ndcg_spark.job.config import parse_config
+from ndcg_spark.job.config.parsing import parse_config
 
 pytestmark = pytest.mark.job  # the job's tests: left out of the library's loop (CONTRIBUTING.md)
 

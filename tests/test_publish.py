@@ -15,8 +15,9 @@ import shutil
 
 import pytest
 
-from ndcg_spark.job import publish, run
+from ndcg_spark.job import run
 from ndcg_spark.job.exits import EXIT_CONFIG, EXIT_FAILURE, EXIT_INPUT, EXIT_LOCKED, EXIT_OK
+from ndcg_spark.job.outputs import contract
 from tests.faults import failing_at
 from tests.publishing import DATE, PLACE, args, check_invariant, kill_group, marker_of, start_job, wait_for
 
@@ -89,7 +90,7 @@ def test_an_io_failure_during_a_rerun(spark, inputs, published, tmp_path, monkey
         out = tmp_path / step.replace(":", "-")
         shutil.copytree(published, out)
         with monkeypatch.context() as patched:
-            patched.setattr(publish, "at_step", failing_at(step))
+            patched.setattr(contract, "at_step", failing_at(step))
             assert run(args(inputs, out, "worse", "--run-date", DATE)) == EXIT_FAILURE
             assert f"injected I/O failure at {step}" in capsys.readouterr().err
         after = check_invariant(spark, out)

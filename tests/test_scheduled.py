@@ -18,8 +18,10 @@ from pathlib import Path
 import pytest
 
 from ndcg_spark.errors import SPARK_GONE
-from ndcg_spark.job import nights, publish, run
+from ndcg_spark.job import run
 from ndcg_spark.job.exits import EXIT_CONFIG, EXIT_FAILURE, EXIT_INPUT, EXIT_LOCKED, EXIT_OK, EXIT_SPARK_GONE, exit_code
+from ndcg_spark.job.outputs import contract
+from ndcg_spark.job.outputs.directory import unfinished
 from tests.publishing import DATE, PLACE, ROOT, args, check_invariant, marker_of, start_job, wait_for
 from tests.test_unattended import copy_of, fake_holder, lock_file, one_line
 
@@ -134,10 +136,10 @@ def test_history_names_an_interrupted_publish_and_a_failed_night_until_a_run_com
         if step == "moved:report.html":
             raise KeyboardInterrupt  # the run ends here, as if killed: its journal stays
 
-    monkeypatch.setattr(publish, "at_step", killed)
+    monkeypatch.setattr(contract, "at_step", killed)
     with pytest.raises(KeyboardInterrupt):
         run(args(inputs, out, "worse", "--run-date", cut))
-    monkeypatch.setattr(publish, "at_step", lambda step: None)
+    monkeypatch.setattr(contract, "at_step", lambda step: None)
     assert run(args(inputs, out, "bad", "--run-date", bad)) == EXIT_INPUT
     assert (
         marker_of(out, f"run_date={cut}") is None and (out / "_manifests" / f"run_date={cut}" / "report.html").exists()
@@ -156,7 +158,7 @@ def test_history_names_an_interrupted_publish_and_a_failed_night_until_a_run_com
     assert run(["history", "--output", str(out), "--json"]) == EXIT_OK
     record = json.loads(capsys.readouterr().out)
     assert record["runs"] == [DATE, cut] and record["unfinished"] == {
-        cut: {"status": "interrupted", "detail": nights.INTERRUPTED},
+        cut: {"status": "interrupted", "detail": unfinished.INTERRUPTED},
         bad: {"status": "failed", "detail": f"exit 3 at {nights_note(out, bad)['failed']}: {error}"},
     }
 

@@ -1,22 +1,22 @@
-"""The job's settings are declared once (ndcg_spark/job/settings.py): a setting's TOML key, flag,
+"""The job's settings are declared once (ndcg_spark/job/config/settings.py): a setting's TOML key, flag,
 --help line, manifest entry and MLflow param all come from its declaration, and each value is read
 once, at the boundary, into its typed value. The manifest is a versioned record. No Spark here."""
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import json
-from pathlib import Path
 
 import pytest
 
 from ndcg_spark.errors import ConfigError, InputDataError
-from ndcg_spark.job import CompareConfig, EvaluateConfig, parse_config, readers, settings, tracking
-from ndcg_spark.job.flags import build_parser
-from ndcg_spark.job.history import HistoryConfig
+from ndcg_spark.job import CompareConfig, EvaluateConfig, parse_config
+from ndcg_spark.job.commands import tracking
+from ndcg_spark.job.config import readers, settings
+from ndcg_spark.job.config.flags import build_parser
+from ndcg_spark.job.config.parsing import HistoryConfig
+from ndcg_spark.job.config.targets import Partition
 from ndcg_spark.job.result import RunResult
-from ndcg_spark.job.targets import Partition
 
 pytestmark = pytest.mark.job
 
@@ -122,28 +122,14 @@ def test_a_version_1_manifest_without_the_key_reads_and_a_later_one_is_refused()
         RunResult.from_json({**first, "schema_version": 2})
 
 
-JOB = Path(settings.__file__).parent
-
-
-def _job_imports(module: str) -> set:
-    """The ``ndcg_spark.job`` modules ``module`` imports, directly or through others."""
-    seen, todo = set(), [module]
-    while todo:
-        tree = ast.parse((JOB / f"{todo.pop()}.py").read_text())
-        for node in ast.walk(tree):
-            names = []
-            if isinstance(node, ast.ImportFrom) and node.module == "ndcg_spark.job":
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("ndcg_spark.job."):
-                names = [node.module.split(".")[2]]
-            for name in names:
-                if (JOB / f"{name}.py").exists() and name not in seen:
-                    seen.add(name)
-                    todo.append(name)
-    return seen
-
-
 def test_the_config_depends_on_nothing_that_runs_the_job():
-    assert _job_imports("config") <= {"settings", "readers", "targets", "flags", "gates"}
-    for module in ("publish", "history", "nights"):
-        assert "config" not in _job_imports(module), module
+    """The config package imports only the library and itself (the rule of tests/test_layout.py,
+    asked here of the settings' home), and the outputs never import the commands' configs."""
+    from tests.test_layout import job_graph
+
+    graph = job_graph()
+    config = {m: deps for m, deps in graph.items() if m.startswith("ndcg_spark.job.config")}
+    assert config and all(d.startswith("ndcg_spark.job.config") for deps in config.values() for d in deps)
+    for module, deps in graph.items():
+        if module.startswith("ndcg_spark.job.outputs"):
+            assert "ndcg_spark.job.config.parsing" not in deps, module

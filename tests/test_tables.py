@@ -18,8 +18,9 @@ import time
 import pytest
 from chispa import assert_df_equality
 
-from ndcg_spark.job import parse_config, publish, run, sinks
+from ndcg_spark.job import parse_config, run
 from ndcg_spark.job.exits import EXIT_CONFIG, EXIT_FAILURE, EXIT_LOCKED, EXIT_OK, EXIT_QUALITY_GATE
+from ndcg_spark.job.outputs import contract, kinds
 from ndcg_spark.job.result import RunResult
 from tests.faults import failing_at
 from tests.publishing import DATE, ROOT, WAIT, kill_group
@@ -65,7 +66,7 @@ def test_nights_reruns_and_failures_show_whole_nights_only(spark, inputs, publis
     assert "regression gate failed: run_date 2026-11-21 -> 2026-11-22" in capsys.readouterr().err
     shown = night(spark, family, NEXT)["runs"]
     for step in ("staged", "dropped:per_user"):
-        monkeypatch.setattr(publish, "at_step", failing_at(step))
+        monkeypatch.setattr(contract, "at_step", failing_at(step))
         assert run(table_args(inputs, family, "good", "--run-date", NEXT)) == EXIT_FAILURE
         seen = night(spark, family, NEXT)
         assert seen["per_user"] == seen["summary"] == seen["runs"] and len(seen["runs"]) == 1, step
@@ -75,7 +76,7 @@ def test_nights_reruns_and_failures_show_whole_nights_only(spark, inputs, publis
         if step == "staged":  # the failed run dropped its own rows
             assert len(partitions(spark, family, "per_user", NEXT)) == 1
         shown = seen["runs"]
-    monkeypatch.setattr(publish, "at_step", publish._no_fault)
+    monkeypatch.setattr(contract, "at_step", contract._no_fault)
     assert run(table_args(inputs, family, "good", "--run-date", NEXT, "--fail-if-drop", "5:0.01")) == EXIT_OK
     out = capsys.readouterr().out
     assert f"wrote {family}" in out and "regression gate passed: run_date 2026-11-21 -> 2026-11-22" in out
@@ -99,7 +100,7 @@ def test_nights_reruns_and_failures_show_whole_nights_only(spark, inputs, publis
     assert json.loads(row.manifest)["run"]["id"] == row.run_id and row.duration_seconds > 0
     # MLflow's artifacts: the manifest and the report, read back from the runs row.
     config, _ = parse_config(table_args(inputs, family, "good", "--run-date", NEXT))
-    texts = sinks.sink_for(spark, config).texts(RunResult.from_json(json.loads(row.manifest)))
+    texts = kinds.sink_for(spark, config).texts(RunResult.from_json(json.loads(row.manifest)))
     assert texts == {"summary.json": row.manifest, "report.html": row.report}
     # history --output-table: both nights, the second as re-run.
     assert run(["history", "--output-table", family, "--json"]) == EXIT_OK
@@ -133,7 +134,7 @@ def test_quarantine_and_compare_have_their_tables(spark, inputs, db, capsys):
 def test_a_second_run_of_the_night_while_the_first_lives_exits_5(spark, inputs, db, capsys):
     """The night's lock lies beside the database's tables: a live holder refuses the second run."""
     config, _ = parse_config(table_args(inputs, f"{db}.ndcg", "good", "--run-date", DATE))
-    sink = sinks.sink_for(spark, config)
+    sink = kinds.sink_for(spark, config)
     with sink.locked("20261121T020001Z-1a2b3c4d", config.output):
         assert run(table_args(inputs, f"{db}.ndcg", "good", "--run-date", DATE)) == EXIT_LOCKED
     err = capsys.readouterr().err

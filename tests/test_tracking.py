@@ -9,7 +9,7 @@ import pytest
 
 from ndcg_spark import evaluate
 from ndcg_spark.errors import ConfigError
-from ndcg_spark.job import tracking
+from ndcg_spark.job.commands import tracking
 from ndcg_spark.job.exits import EXIT_CONFIG, exit_code
 from ndcg_spark.job.result import RunResult
 from tests.helpers import frames, random_graded

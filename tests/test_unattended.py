@@ -20,8 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from ndcg_spark.job import history, lease, publish, run, storage
+from ndcg_spark.job import run
+from ndcg_spark.job.commands import history
+from ndcg_spark.job.config.targets import Partition
 from ndcg_spark.job.exits import EXIT_CONFIG, EXIT_FAILURE, EXIT_LOCKED, EXIT_OK
+from ndcg_spark.job.outputs import contract, files, lease
+from ndcg_spark.job.outputs.directory.layout import Place
+from ndcg_spark.job.outputs.directory.runs import DirectoryRuns
 from tests.publishing import DATE, PLACE, args, check_invariant, kill_group, marker_of, start_job, wait_for
 
 pytestmark = pytest.mark.job  # the job's tests: left out of the library's loop (CONTRIBUTING.md)
@@ -170,10 +175,8 @@ def fake_holder(out: Path, renewed_ago: float, host: str = "another-host", pid: 
     return run_id
 
 
-def place_of(spark, out: Path) -> publish.Place:
-    return publish.Place(
-        storage.files_for(spark, storage.qualify(spark, str(out))), "evaluate", publish.Partition("run_date", DATE)
-    )
+def place_of(spark, out: Path) -> Place:
+    return Place(files.files_for(spark, files.qualify(spark, str(out))), "evaluate", Partition("run_date", DATE))
 
 
 @pytest.mark.parametrize(
@@ -226,7 +229,7 @@ def test_a_run_that_lost_its_lock_stops_before_its_publish(spark, inputs, publis
             lock_file(out).unlink()
             fake_holder(out, renewed_ago=0)
 
-    monkeypatch.setattr(publish, "at_step", taken)
+    monkeypatch.setattr(contract, "at_step", taken)
     before = {p: p.stat().st_mtime_ns for p in (out / "per_user").rglob("*")}
     assert run(args(inputs, out, "worse", "--run-date", DATE)) == EXIT_LOCKED
     line = one_line(capsys.readouterr().err)
@@ -249,7 +252,7 @@ def test_a_publish_another_run_finished_is_not_written_over(spark, inputs, publi
             lock_file(out).unlink()
             fake_holder(out, renewed_ago=0)
 
-    monkeypatch.setattr(publish, "at_step", finished_by_another)
+    monkeypatch.setattr(contract, "at_step", finished_by_another)
     assert run(args(inputs, out, "worse", "--run-date", DATE)) == EXIT_LOCKED
     assert "this run lost its lock to run 20261121T020001Z" in one_line(capsys.readouterr().err)
     assert marker_of(out) is None and check_invariant(spark, out) is None
@@ -312,11 +315,11 @@ def test_a_previous_run_whose_tables_were_deleted_is_skipped_and_shown_broken(
     assert said[0].startswith(
         f"regression gate passed: run_date 2026-11-20 -> 2026-11-22 ({PLACE} skipped: its tables are missing), "
     )
-    text = history.history_text(storage.files_for(spark, str(out)))
+    text = history.history_text(DirectoryRuns(files.files_for(spark, str(out))))
     assert f"broken: {PLACE}: its per_user table(s) are missing" in text
-    assert json.loads(history.history_text(storage.files_for(spark, str(out)), as_json=True))["broken"] == {
-        DATE: ["per_user"]
-    }
+    assert json.loads(history.history_text(DirectoryRuns(files.files_for(spark, str(out))), as_json=True))[
+        "broken"
+    ] == {DATE: ["per_user"]}
 
 
 # ----------------------------------------------------------------------------- one line, the right code
@@ -371,7 +374,7 @@ def test_mlflow_logging_is_bounded_in_time(spark, inputs, tmp_path, capsys, monk
     """A tracking server that accepts and never answers: the result is published, the job gives up
     on MLflow within its budget, exit 1 with one line."""
     pytest.importorskip("mlflow")
-    from ndcg_spark.job import tracking
+    from ndcg_spark.job.commands import tracking
 
     server = socket.socket()
     server.bind(("127.0.0.1", 0))

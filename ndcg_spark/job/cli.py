@@ -8,7 +8,6 @@ and an exit code (:mod:`ndcg_spark.job.exits`).
 
 from __future__ import annotations
 
-import errno
 import os
 import signal
 import sys
@@ -18,13 +17,12 @@ import traceback
 import warnings
 from typing import Optional, Sequence, Tuple
 
-from ndcg_spark.errors import java_texts, python_causes
-from ndcg_spark.job import checking, console, early, history, interrupts, nights, pipeline, progress, tracking, verdict
-from ndcg_spark.job.config import parse_config
-from ndcg_spark.job.exits import EXIT_FAILURE, EXIT_OK, QualityGateFailed, classify, signal_exit
-from ndcg_spark.job.history import HistoryConfig
-from ndcg_spark.job.result import RunResult
-from ndcg_spark.job.storage import strict_json
+from ndcg_spark.job import console, interrupts, progress
+from ndcg_spark.job.commands import compare, evaluate, history, protocol, tracking, validate
+from ndcg_spark.job.config.parsing import HistoryConfig, parse_config
+from ndcg_spark.job.exits import EXIT_FAILURE, EXIT_OK, QualityGateFailed, classify, failure, signal_exit
+from ndcg_spark.job.gates import wording
+from ndcg_spark.job.result import RunResult, strict_json
 from ndcg_spark.spark_support import check_spark
 
 
@@ -40,19 +38,18 @@ def run(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def _run(argv: Sequence[str], verbose: bool) -> int:
-    command, config, place = "evaluate", None, None
+    command, config = "evaluate", None
     try:
         command = argv[0] if argv and argv[0] in ("compare", "history", "validate") else "evaluate"
         if command == "history":
             config, verbose = HistoryConfig.parse(argv[1:])
-            local = history.reads_without_spark(config.output) and not (config.master or config.remote)
-            say(history.show(None if local else spark_session(config), config))
+            say(history.show(None if history.reads_without_spark(config) else spark_session(config), config))
             return EXIT_OK
         if command == "validate":  # it writes nothing: any output given is beside the point
-            config, verbose = parse_config(checking.with_output(argv[1:]), shown="validate")
+            config, verbose = parse_config(validate.with_output(argv[1:]), shown="validate")
         else:
             config, verbose = parse_config(argv[1:] if command == "compare" else argv, compare=command == "compare")
-            early.refuse(config)  # a local output's layout and live lock: refused before the JVM starts
+            protocol.refuse_before_spark(config)  # a local output's layout and live lock: refused before the JVM starts
         interrupts.install()
         progress.start(quiet=config.quiet)
         progress.phase("starting Spark")
@@ -61,11 +58,8 @@ def _run(argv: Sequence[str], verbose: bool) -> int:
         progress.watch(session)
         if command == "validate":
             return validated(session, config)
-        place = pipeline.place_of(session, config)
-        if command == "compare":
-            result = pipeline.compare_main(session, config, place)
-        else:
-            result = pipeline.main(session, config, place)
+        ran = (compare if command == "compare" else evaluate).command(session, config)
+        result = ran.result
         if interrupts.received() is not None:
             return stopped(command, config, result)
         if command == "compare":
@@ -73,15 +67,15 @@ def _run(argv: Sequence[str], verbose: bool) -> int:
         else:
             say(console.format_summary(result.metrics, config.options.group_by, result.rows))
         # Each gate's verdict, passed or failed; a failure is also the one error line on stderr.
-        for _, line in verdict.gate_lines(result):
+        for _, line in wording.gate_lines(result):
             say(console.printable(line))
         say(console.printable(f"wrote {console.output_shown(config.output.shown, result)}"))
-        failed = verdict.failed_gates(result)
+        failed = wording.failed_gates(result)
         record = console.finished_record(config, result, "quality_gate_failed" if failed else "ok")
         untracked = None
         if config.mlflow:
             progress.phase("logging to MLflow")
-            record["mlflow_run_id"], untracked = track(config, result, place, failed)
+            record["mlflow_run_id"], untracked = track(config, ran, failed)
             if untracked and not failed:
                 record["status"] = "mlflow_failed"
         # The last line on stdout, and the only one that parses as JSON: schedulers read it.
@@ -98,22 +92,23 @@ def _run(argv: Sequence[str], verbose: bool) -> int:
             return EXIT_OK
         if interrupts.received() is not None and config is not None and command != "history":
             return stopped(command, config, None)
-        code, message = classify(exc)
-        full = disk_full(exc)
-        if full and config is not None:
-            code, message = (
-                EXIT_FAILURE,
-                f"{full} writing to {console.output_shown(config.output.shown)}: free space there (or raise the quota) and run again",
-            )
+        # The run's sink noted a failed night for history with the same code and line.
+        code, message = failure(exc, None if config is None else shown_output(config))
         if verbose:
             traceback.print_exc()
         print(f"ndcg-spark: error: {message}", file=sys.stderr)
-        nights.record_failure(place, code, message)  # for history: a night that failed
         return code
     finally:
         progress.stop()
         if command != "history":
             interrupts.reset()
+
+
+def shown_output(config) -> Optional[str]:
+    """The output as messages name it: a run's (:attr:`~ndcg_spark.job.config.targets.Output.shown`),
+    or ``history``'s as given."""
+    output = config.output
+    return output.shown if hasattr(output, "shown") else output or getattr(config, "output_table", None)
 
 
 def say(text: str) -> None:
@@ -129,7 +124,7 @@ def say(text: str) -> None:
 
 def validated(session, config) -> int:
     """``ndcg-spark validate``: every problem of the inputs (exit 3) or the row accounting (exit 0)."""
-    code, lines, record = checking.report(checking.main(session, config))
+    code, lines, record = validate.report(validate.main(session, config))
     if interrupts.received() is not None:
         return stopped("validate", config, None)
     for line in lines:
@@ -173,40 +168,25 @@ def stopped(command: str, config, result: Optional[RunResult]) -> int:
     return signal_exit(signum)
 
 
-#: Words of a write that found no room, as the OS (or Hadoop, quoting it) gives them.
-NO_SPACE = (("No space left on device", "no space left on device"), ("Disk quota exceeded", "disk quota exceeded"))
-
-
-def disk_full(exc: BaseException) -> Optional[str]:
-    """ "no space left on device" (or "disk quota exceeded") when that is why ``exc`` happened, else None.
-
-    Read from the Python exceptions and, for a Spark failure, the messages of its Java causes."""
-    texts = []
-    for current in python_causes(exc):
-        if isinstance(current, OSError) and current.errno in (errno.ENOSPC, errno.EDQUOT):
-            return NO_SPACE[current.errno == errno.EDQUOT][1]
-        texts += [str(current), *java_texts(current, read=lambda java: java.toString())]
-    text = "\n".join(texts)
-    for words, line in NO_SPACE:
-        if words in text:
-            return line
-    return None
-
-
-def track(config, result: RunResult, place, failed: Optional[str]) -> Tuple[Optional[str], Optional[str]]:
+def track(config, ran: protocol.Ran, failed: Optional[str]) -> Tuple[Optional[str], Optional[str]]:
     """(MLflow run id, None), or (None, one line) when logging failed.
 
     The run is logged after it is published, so a logging failure cannot take the result back:
     it is reported in one line (exit 1 unless a gate failed, which exits 4), and a re-run of
     the same date publishes the same result and logs it. Logging is bounded in time
-    (:data:`~ndcg_spark.job.tracking.BUDGET` seconds, and MLflow's own HTTP timeout and
+    (:data:`~ndcg_spark.job.commands.tracking.BUDGET` seconds, and MLflow's own HTTP timeout and
     retries made short): an unreachable tracking server costs about a minute, not several.
     """
     outcome: dict = {}
 
     def log() -> None:
         try:
-            outcome["id"] = pipeline.track(config, result, place, bool(failed) if result.gated else None)
+            if ran.unread is not None:
+                raise ran.unread
+            outcome["id"] = tracking.log_run(
+                ran.result, experiment=config.mlflow.experiment, tracking_uri=config.mlflow.tracking_uri,
+                texts=ran.texts, gate_failed=bool(failed) if ran.result.gated else None,
+            )  # fmt: skip
         except BaseException as exc:  # noqa: BLE001 - whatever MLflow raises, the published result stands
             outcome["error"] = exc
 

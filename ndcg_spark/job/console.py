@@ -7,9 +7,8 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from ndcg_spark.compare import COMPARISON_COLUMNS
 from ndcg_spark.evaluation import COMPANIONS, SUMMARY_COLUMNS
-from ndcg_spark.job import storage
-from ndcg_spark.job.result import RunResult
-from ndcg_spark.job.verdict import gates_summary
+from ndcg_spark.job.config.targets import shown
+from ndcg_spark.job.result import RunResult, gates_summary
 from ndcg_spark.options import k_label
 
 #: Unicode categories escaped when printed: controls, format characters, line and paragraph separators.
@@ -96,7 +95,7 @@ def output_shown(path: str, result: Optional[RunResult] = None) -> str:
     local ``file:`` scheme; before that, a local path made absolute, a URI as given."""
     qualified = result.output if result is not None else None
     if qualified:
-        return storage.shown(qualified)
+        return shown(qualified)
     return path  # config.Output.shown: a local path made absolute, a URI or a table family's name as given
 
 

@@ -7,10 +7,11 @@ failure means to a process is decided here, and only here (docs/job.md, "Exit co
 
 from __future__ import annotations
 
+import errno
 import signal
-from typing import Tuple
+from typing import Optional, Tuple
 
-from ndcg_spark.errors import NdcgError, as_error
+from ndcg_spark.errors import NdcgError, as_error, java_texts, python_causes
 
 #: Exit codes of the ``ndcg-spark`` command and ``jobs/evaluate_ndcg.py``.
 EXIT_OK = 0
@@ -102,3 +103,41 @@ def classify(exc: BaseException) -> Tuple[int, str]:
     """Exit code and one-line message for any exception the job can meet (:func:`~ndcg_spark.errors.as_error`)."""
     error = as_error(exc)
     return exit_code(error), (str(error).splitlines() or [type(error).__name__])[0]
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of what ``exc`` says (its class's name when it says nothing)."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def failure(exc: BaseException, shown: Optional[str] = None) -> Tuple[int, str]:
+    """Exit code and one-line message of a failed run (:func:`classify`), a full disk named as
+    such with where it happened (``shown``: the output as messages name it)."""
+    code, message = classify(exc)
+    full = disk_full(exc)
+    if full and shown is not None:
+        code, message = (
+            EXIT_FAILURE,
+            f"{full} writing to {shown}: free space there (or raise the quota) and run again",
+        )
+    return code, message
+
+
+#: Words of a write that found no room, as the OS (or Hadoop, quoting it) gives them.
+NO_SPACE = (("No space left on device", "no space left on device"), ("Disk quota exceeded", "disk quota exceeded"))
+
+
+def disk_full(exc: BaseException) -> Optional[str]:
+    """ "no space left on device" (or "disk quota exceeded") when that is why ``exc`` happened, else None.
+
+    Read from the Python exceptions and, for a Spark failure, the messages of its Java causes."""
+    texts = []
+    for current in python_causes(exc):
+        if isinstance(current, OSError) and current.errno in (errno.ENOSPC, errno.EDQUOT):
+            return NO_SPACE[current.errno == errno.EDQUOT][1]
+        texts += [str(current), *java_texts(current, read=lambda java: java.toString())]
+    text = "\n".join(texts)
+    for words, line in NO_SPACE:
+        if words in text:
+            return line
+    return None

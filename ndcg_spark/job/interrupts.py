@@ -6,7 +6,7 @@ written its journal stops before it (the previous result stays as it was); one t
 its publish. Then it releases its lock, prints one line and its finished line, and exits 143
 (SIGTERM) or 130 (SIGINT). A run that has not ended :data:`GRACE` seconds after the signal, or a
 second signal, ends the process at once; its lock is then left to the next run, which breaks it
-(:mod:`ndcg_spark.job.lease`).
+(:mod:`ndcg_spark.job.outputs.lease`).
 """
 
 from __future__ import annotations

@@ -14,16 +14,132 @@ is refused, never half read.
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ndcg_spark.errors import InputDataError
-from ndcg_spark.job.checks import Checked
+from ndcg_spark.job.config.gate_specs import Gate
+from ndcg_spark.options import Cutoff, k_label
 
 #: The manifest format this code writes.
 SCHEMA_VERSION = 1
 #: The manifest formats this code reads.
 READS = (1,)
+
+
+@dataclass(frozen=True)
+class Checked:
+    """One gate held against one row it selects (or against nothing, when it selects no row).
+
+    The figures are those of the row the gate read; a kind leaves the others None.
+
+    Attributes
+    ----------
+    gate : Gate
+    segment : dict
+        The row's segment values (the gate's filter when it selected no row).
+    passed : bool
+    threshold : float or None
+        The floor; the drop allowed as an NDCG difference (None: relative, with no earlier mean);
+        the margin.
+    users : int or None
+        Users in the mean (floor), users in common (drop), pairs (worse); None when no row.
+    mean : float or None
+        Mean NDCG (floor); tonight's mean over the users in common (drop).
+    mean_previous : float or None
+        The earlier run's mean over the users in common (drop).
+    mean_difference, difference_ci_low, difference_ci_high : float or None
+        The paired difference and its 95% interval (drop: tonight - earlier; worse: candidate -
+        baseline).
+    baseline_model, candidate_model : str or None
+        The pair a ``worse`` gate held.
+    """
+
+    gate: Gate
+    segment: Dict[str, Any]
+    passed: bool
+    threshold: Optional[float] = None
+    users: Optional[int] = None
+    mean: Optional[float] = None
+    mean_previous: Optional[float] = None
+    mean_difference: Optional[float] = None
+    difference_ci_low: Optional[float] = None
+    difference_ci_high: Optional[float] = None
+    baseline_model: Optional[str] = None
+    candidate_model: Optional[str] = None
+    #: Whether the gate selected a row at all.
+    found: bool = field(default=True)
+
+    @property
+    def kind(self) -> str:
+        return self.gate.kind
+
+    @property
+    def k(self) -> Cutoff:
+        return self.gate.k
+
+    def to_json(self) -> Dict[str, Any]:
+        """The record the manifest keeps (``quality_gates``, ``regression_gate.gates``, ``non_inferiority``)."""
+        head = {"gate": self.gate.describe(), "segment": self.segment, "k": self.k}
+        interval = {"difference_ci_low": self.difference_ci_low, "difference_ci_high": self.difference_ci_high}
+        if self.kind == "floor":
+            body = {"threshold": self.threshold, "users": self.users, "mean_ndcg": self.mean}
+        elif self.kind == "drop":
+            body = {
+                "threshold": self.threshold,
+                "users_in_common": self.users if self.found else 0,
+                "mean_previous": self.mean_previous,
+                "mean_current": self.mean,
+                "mean_difference": self.mean_difference,
+                **interval,
+            }
+        else:
+            body = {
+                "margin": self.threshold,
+                "baseline_model": self.baseline_model,
+                "candidate_model": self.candidate_model,
+                "pairs": self.users,
+                "mean_difference": self.mean_difference,
+                **interval,
+            }
+        return {**head, **body, "passed": self.passed}
+
+    @classmethod
+    def from_json(cls, kind: str, record: Mapping[str, Any]) -> Checked:
+        """A record as :meth:`to_json` wrote it (missing figures read as None)."""
+        get = record.get
+        amount = get("margin") if kind == "worse" else get("threshold")
+        gate = RecordedGate(kind, (), get("k"), math.nan if amount is None else amount, text=get("gate") or "")
+        users = {"floor": get("users"), "drop": get("users_in_common"), "worse": get("pairs")}[kind]
+        return cls(
+            gate,
+            dict(get("segment") or {}),
+            bool(get("passed", True)),
+            threshold=get("margin") if kind == "worse" else get("threshold"),
+            users=users,
+            mean=get("mean_ndcg") if kind == "floor" else get("mean_current"),
+            mean_previous=get("mean_previous"),
+            mean_difference=get("mean_difference"),
+            difference_ci_low=get("difference_ci_low"),
+            difference_ci_high=get("difference_ci_high"),
+            baseline_model=get("baseline_model"),
+            candidate_model=get("candidate_model"),
+            found=not (kind == "floor" and users is None) and not (kind == "worse" and users is None),
+        )
+
+
+@dataclass(frozen=True)
+class RecordedGate(Gate):
+    """A gate as a manifest recorded it: its spelling kept as written (``text``), its k and amount
+    the record's own values (a relative drop's amount as the NDCG figure it came to), never read
+    from the spelling again. It words a verdict; it is not held against rows again."""
+
+    text: str = ""
+
+    def describe(self) -> str:
+        return self.text or super().describe()
 
 
 @dataclass(frozen=True)
@@ -124,7 +240,7 @@ class RunResult:
     schema_version : int
         The manifest format the result was written in (:data:`SCHEMA_VERSION` for a new one).
     settings : dict
-        The config as run (:meth:`~ndcg_spark.job.config.EvaluateConfig.to_dict`).
+        The config as run (:meth:`~ndcg_spark.job.config.parsing.EvaluateConfig.to_dict`).
     input_rows : dict
         Rows read per table (per model and table for ``compare``).
     spark_version : str or None
@@ -260,3 +376,50 @@ class RunResult:
             get("duration_seconds"),
             version,
         )
+
+
+def gates_summary(result: RunResult) -> str:
+    """A run's gates in a few words, as ``history`` shows them: ``-`` (none set), ``passed``, or
+    ``failed:`` and which (``floor@10``, ``drop@10 of model=a``, ``worse@10``).
+
+    Examples
+    --------
+    >>> floor = {"segment": {"model": "a"}, "k": 10, "passed": False}
+    >>> gates_summary(RunResult.from_json({"quality_gates": [floor], "regression_gate": {"gates": []}}))
+    'failed: floor@10 of model=a'
+    """
+    if not result.gated:
+        return "-"
+    failed = [f"{c.kind}@{k_label(c.k)}{of_segment(c)}" for c in result.failed]
+    return "failed: " + ", ".join(failed) if failed else "passed"
+
+
+def of_segment(c: Checked) -> str:
+    """`` of model=a`` for a gate held on a segment, empty for the whole table."""
+    segment = segment_text(c)
+    return f" of {segment}" if segment else ""
+
+
+def segment_text(c: Checked) -> str:
+    return ", ".join(f"{col}={v}" for col, v in c.segment.items())
+
+
+def strict_json(record: Any, **kwargs) -> str:
+    """JSON that strict parsers read: a float that is not a number (NaN, infinity) becomes null.
+
+    Examples
+    --------
+    >>> strict_json({"mean_ndcg": float("nan"), "k": [1, float("inf")]})
+    '{"mean_ndcg": null, "k": [1, null]}'
+    """
+    return json.dumps(_finite(record), allow_nan=False, default=str, **kwargs)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value

@@ -1,7 +1,7 @@
 """The spellings of the settings: the TOML file and the command line, built from the one
-declaration of :mod:`ndcg_spark.job.settings`.
+declaration of :mod:`ndcg_spark.job.config.settings`.
 
-:mod:`ndcg_spark.job.config` reads the values once into the typed config of each command.
+:mod:`ndcg_spark.job.config.parsing` reads the values once into the typed config of each command.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import tomllib
 from typing import Any, Dict, Optional, Sequence
 
 from ndcg_spark.errors import ConfigError
-from ndcg_spark.job.settings import COMPARE, EVALUATE, HISTORY, Setting, settings_of
+from ndcg_spark.job.config.settings import COMPARE, EVALUATE, HISTORY, Setting, settings_of
 
 #: Config keys holding paths: written ./x or ../x in a file, they are relative to the file.
 PATH_KEYS = ("recommendations", "relevance", "output", "user_attributes", "candidate")
@@ -92,11 +92,11 @@ def version_text() -> str:
 
 def build_parser(command: str = EVALUATE, shown: Optional[str] = None) -> argparse.ArgumentParser:
     """The command line of ``command`` (``evaluate``, ``compare`` or ``history``): one flag per
-    setting that applies to it (:func:`~ndcg_spark.job.settings.settings_of`), named in its usage
+    setting that applies to it (:func:`~ndcg_spark.job.config.settings.settings_of`), named in its usage
     and ``--help`` as ``shown`` (``validate`` takes evaluate's flags).
 
     A TOML key's flag is left as text (None when not given), read with the file's values by
-    :func:`~ndcg_spark.job.settings.parse_values`; a flag with no TOML key is read by argparse.
+    :func:`~ndcg_spark.job.config.settings.parse_values`; a flag with no TOML key is read by argparse.
     """
     name = shown or command
     prog = "ndcg-spark" if name == EVALUATE else f"ndcg-spark {name}"

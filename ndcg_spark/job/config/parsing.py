@@ -1,13 +1,14 @@
-"""The job's configuration: the TOML file and the flags, read once into a config per command.
+"""The job's configuration: the TOML file and the flags, read once into a config per command
+(``history``'s too: :class:`HistoryConfig`).
 
 This is the boundary where config spellings become Python values, each setting read once as
-:mod:`ndcg_spark.job.settings` declares it: ``k = "5,10,all"`` becomes ``(5, 10, None)``,
-``run_date = "2026-11-21"`` a :class:`~ndcg_spark.job.targets.Partition`, ``fail_below =
-"10:0.25"`` :class:`~ndcg_spark.job.gates.Gate` objects (every gate is parsed in
-:mod:`ndcg_spark.job.gates`), ``mlflow_experiment`` a
-:class:`~ndcg_spark.job.targets.MlflowTarget`. Past it, :class:`EvaluateConfig` or
+:mod:`ndcg_spark.job.config.settings` declares it: ``k = "5,10,all"`` becomes ``(5, 10, None)``,
+``run_date = "2026-11-21"`` a :class:`~ndcg_spark.job.config.targets.Partition`, ``fail_below =
+"10:0.25"`` :class:`~ndcg_spark.job.config.gate_specs.Gate` objects (every gate is parsed in
+:mod:`ndcg_spark.job.config.gate_specs`), ``mlflow_experiment`` a
+:class:`~ndcg_spark.job.config.targets.MlflowTarget`. Past it, :class:`EvaluateConfig` or
 :class:`CompareConfig` travels as itself, made of the parts both commands share
-(:class:`Inputs`, :class:`~ndcg_spark.job.targets.Output`, the MLflow target) and one
+(:class:`Inputs`, :class:`~ndcg_spark.job.config.targets.Output`, the MLflow target) and one
 :class:`~ndcg_spark.EvaluationOptions`. Nothing here imports the job's running parts.
 """
 
@@ -19,10 +20,10 @@ from typing import Any, ClassVar, Dict, Mapping, Optional, Sequence, Tuple
 
 from ndcg_spark.compare import CORRECTIONS, PAIRINGS
 from ndcg_spark.errors import ConfigError
-from ndcg_spark.job import settings
-from ndcg_spark.job.flags import build_parser, load_toml
-from ndcg_spark.job.gates import DropGates, Gate, parse_gates
-from ndcg_spark.job.targets import MlflowTarget, Output, Partition, required
+from ndcg_spark.job.config import settings
+from ndcg_spark.job.config.flags import build_parser, load_toml
+from ndcg_spark.job.config.gate_specs import DropGates, Gate, parse_gates
+from ndcg_spark.job.config.targets import MlflowTarget, Output, Partition, required
 from ndcg_spark.options import EvaluationOptions, check_known_keys
 from ndcg_spark.reading import FORMATS, ROLES
 
@@ -74,7 +75,7 @@ class _Config:
     spark: Tuple[Tuple[str, str], ...] = ()
     #: ``--quiet``: no progress lines (a flag, not recorded).
     quiet: bool = False
-    #: The settings given, each read once (:func:`~ndcg_spark.job.settings.parse_values`): what
+    #: The settings given, each read once (:func:`~ndcg_spark.job.config.settings.parse_values`): what
     #: the manifest records (:meth:`to_dict`).
     values: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -101,7 +102,7 @@ class _Config:
 
     @classmethod
     def from_values(cls, values: Dict[str, Any]):
-        """The config from typed values (:func:`~ndcg_spark.job.settings.parse_values`)."""
+        """The config from typed values (:func:`~ndcg_spark.job.config.settings.parse_values`)."""
         opts = EvaluationOptions(**{k: v for k, v in values.items() if k in EvaluationOptions.names()})
         for key in ("recommendations", "relevance"):
             required(key, values.get(key))
@@ -127,7 +128,7 @@ class _Config:
     def to_dict(self) -> Dict[str, Any]:
         """The settings as the manifest records them, with the config's keys and spellings
         (``k = [5, "all"]``, ``run_date``, ``fail_below`` as text): each recorded setting of
-        :mod:`~ndcg_spark.job.settings`, secrets redacted."""
+        :mod:`~ndcg_spark.job.config.settings`, secrets redacted."""
         return settings.recorded(self.command, self.values, self.options)
 
 
@@ -235,3 +236,37 @@ def parse_config(argv: Sequence[str], compare: bool = False, shown: Optional[str
         flags["spark"] = [*(earlier if isinstance(earlier, list) else [earlier]), *flags["spark"]]
     values.update(flags)
     return CONFIGS[command].from_mapping(values, quiet=own["quiet"]), own["verbose"]
+
+
+@dataclass(frozen=True)
+class HistoryConfig:
+    """``ndcg-spark history``: the output whose runs to show, how many, and how."""
+
+    output: Optional[str]
+    last: Optional[int] = None
+    as_json: bool = False
+    master: Optional[str] = None
+    remote: Optional[str] = None
+    #: The family of catalog tables of the runs, instead of an output directory.
+    output_table: Optional[str] = None
+    spark: Tuple[Tuple[str, str], ...] = ()
+
+    command = "history"
+
+    @classmethod
+    def parse(cls, argv: Sequence[str]) -> Tuple[HistoryConfig, bool]:
+        """(config, verbose) from the command line (after ``history``)."""
+        args = vars(build_parser(settings.HISTORY).parse_args(list(argv)))
+        verbose = args.pop("verbose")
+        # --json and --last were read by argparse; the others, keys of a run's config too, here.
+        args.update(settings.parse_values({k: v for k, v in args.items() if settings.BY_NAME[k].toml}, "history"))
+        if args["output"] is None and args["output_table"] is None:
+            raise ConfigError("the following arguments are required: --output (or --output-table)")
+        if args["output"] is not None and args["output_table"] is not None:
+            raise ConfigError("give --output (the output directory of the runs) or --output-table, not both")
+        if args["output"] is not None and not args["output"].strip():
+            raise ConfigError("output is required: the output directory of the runs")
+        args["spark"] = args["spark"] or ()
+        if args["master"] and args["remote"]:
+            raise ConfigError("give master or remote (Spark Connect), not both")
+        return cls(**args), verbose

@@ -19,13 +19,16 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
-from ndcg_spark.job import lease, publish
-from ndcg_spark.job.result import RunResult
-from ndcg_spark.job.storage import LocalFiles, strict_json
-from ndcg_spark.job.targets import Partition
+from ndcg_spark.job.config.targets import Partition
+from ndcg_spark.job.exits import EXIT_FAILURE, EXIT_INPUT, EXIT_SPARK_GONE
+from ndcg_spark.job.outputs import lease
+from ndcg_spark.job.outputs.directory.layout import STATE, Place
+from ndcg_spark.job.outputs.directory.publish import JOURNAL, staged_marker
+from ndcg_spark.job.outputs.files import LocalFiles
+from ndcg_spark.job.result import RunResult, strict_json
 
-#: The exit codes of a failed night (bad input, the JVM gone, any other failure: exits.py), noted for history.
-FAILED_CODES = (1, 3, 6)
+#: The exit codes of a failed night (any failure, bad input, the JVM gone), noted for history.
+FAILED_CODES = (EXIT_FAILURE, EXIT_INPUT, EXIT_SPARK_GONE)
 INTERRUPTED = "the next run completes it (the figures above are its staged result)"
 
 
@@ -46,15 +49,14 @@ class Night:
 
 
 def failure_note(files, place_name: str) -> str:
-    return files.path(publish.STATE, "failed", f"{place_name}.json")
+    return files.path(STATE, "failed", f"{place_name}.json")
 
 
-def record_failure(sink, exit_code: int, message: str) -> None:
-    """Note a night's failed run of an output directory (``sink``'s place) for ``history`` (best
+def record_failure(place: Place, exit_code: int, message: str) -> None:
+    """Note a night's failed run of an output directory (the run's ``place``) for ``history`` (best
     effort: a note that cannot be written is left out, never a second error). Only in an output
     that already holds runs, so a failed run into a new output leaves nothing."""
-    place = getattr(sink, "place", None)
-    if place is None or place.partition is None or exit_code not in FAILED_CODES:
+    if place.partition is None or exit_code not in FAILED_CODES:
         return
     now = time.time()
     note = {
@@ -66,7 +68,7 @@ def record_failure(sink, exit_code: int, message: str) -> None:
     }
     for files in (place.files, LocalFiles(place.files.root) if getattr(place.files, "local", False) else None):
         try:
-            if files is not None and files.exists(files.path(publish.STATE, "layout.json")):
+            if files is not None and files.exists(files.path(STATE, "layout.json")):
                 files.write_text(failure_note(files, place.name), strict_json(note) + "\n")
             return
         except Exception:  # noqa: BLE001 - the driver's JVM gone: a local output is written by Python
@@ -77,20 +79,20 @@ def unfinished(files, key: str) -> List[Night]:
     """The nights of partition ``key`` with an unfinished run, by value."""
     nights: Dict[str, Night] = {}
     prefix = f"{key}="
-    for name in files.list(files.path(publish.STATE, "staging")):
+    for name in files.list(files.path(STATE, "staging")):
         if name.startswith(prefix):
             value = name[len(prefix) :]
-            place = publish.Place(files, "evaluate", Partition(key, value))
+            place = Place(files, "evaluate", Partition(key, value))
             for run_id in files.list(place.staging_root):
-                journal = files.read_text(f"{place.staging_root}/{run_id}/publish.json")
+                journal = files.read_text(f"{place.staging_root}/{run_id}/{JOURNAL}")
                 if journal is not None:
                     nights[value] = _interrupted(value, journal)
-    for name in files.list(files.path(publish.STATE, "locks")):
+    for name in files.list(files.path(STATE, "locks")):
         if name.startswith(prefix) and name.endswith(".lock"):
             value = name[len(prefix) : -len(".lock")]
             if value in nights:
                 continue
-            place = publish.Place(files, "evaluate", Partition(key, value))
+            place = Place(files, "evaluate", Partition(key, value))
             holder = lease.Lease(place, "").holder()
             if holder.state(time.time()) == "live":
                 nights[value] = Night(value, "running", f"{holder.describe(time.time())} holds its lock")
@@ -98,7 +100,7 @@ def unfinished(files, key: str) -> List[Night]:
                 nights[value] = Night(
                     value, "ended", "its run ended before publishing (killed?); the next run breaks its lock"
                 )
-    for name in files.list(files.path(publish.STATE, "failed")):
+    for name in files.list(files.path(STATE, "failed")):
         if name.startswith(prefix) and name.endswith(".json"):
             value = name[len(prefix) : -len(".json")]
             night = _failed(files, key, value)
@@ -110,7 +112,7 @@ def unfinished(files, key: str) -> List[Night]:
 def _interrupted(value: str, journal: str) -> Night:
     """A publish cut short, with its staged result read from its journal (if it reads)."""
     try:
-        marker = json.loads(json.loads(journal)["marker_text"])
+        marker = staged_marker(journal)
         return Night(value, "interrupted", INTERRUPTED, RunResult.from_json(marker, "evaluate"))
     except (ValueError, KeyError, TypeError, AttributeError):
         return Night(value, "interrupted", "the next run completes it (its journal does not read as one; no figures)")
@@ -118,7 +120,7 @@ def _interrupted(value: str, journal: str) -> Night:
 
 def _failed(files, key: str, value: str) -> Optional[Night]:
     """The failed run of a night, unless a complete run published after it."""
-    place = publish.Place(files, "evaluate", Partition(key, value))
+    place = Place(files, "evaluate", Partition(key, value))
     try:
         note = json.loads(files.read_text(failure_note(files, place.name)) or "")
     except ValueError:

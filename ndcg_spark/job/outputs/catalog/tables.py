@@ -30,16 +30,27 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ndcg_spark.errors import ConfigError
-from ndcg_spark.job import lease, publish, storage
-from ndcg_spark.job.family import RUN_COLUMNS, RUNS, Family, TableRuns, create_view, night_view, runs_view
-from ndcg_spark.job.result import RunResult
-from ndcg_spark.job.verdict import gates_summary
+from ndcg_spark.job.config.targets import Partition
+from ndcg_spark.job.outputs import contract, lease
+from ndcg_spark.job.outputs.catalog.family import (
+    RUN_COLUMNS,
+    RUNS,
+    Family,
+    TableRuns,
+    create_view,
+    night_view,
+    runs_view,
+)
+from ndcg_spark.job.outputs.contract import COMMANDS, STATE
+from ndcg_spark.job.outputs.files import Files, files_for, is_connect, qualify
+from ndcg_spark.job.result import RunResult, gates_summary, strict_json
 
 #: The pipeline's frames and the member of the family each goes to.
 MEMBERS = {
@@ -55,6 +66,24 @@ V2_FORMATS = ("delta", "iceberg")
 ORPHAN_HOURS = 24
 
 
+@dataclass(frozen=True)
+class LockPlace:
+    """Where a night's lock lives: a folder of the job's beside the database's tables
+    (``<database location>/_ndcg_spark/<name>/_ndcg_spark/locks/<key=value>.lock``)."""
+
+    files: Files
+    command: str
+    partition: Partition
+
+    @property
+    def name(self) -> str:
+        return self.partition.directory
+
+    @property
+    def lock_path(self) -> str:
+        return self.files.path(STATE, "locks", f"{self.name}.lock")
+
+
 class _NoLock:
     """Where no lock can be held (Spark Connect): nothing broken, nothing to lose."""
 
@@ -67,7 +96,7 @@ class _NoLock:
 class _Named:
     """The lock's files, named in messages as the table family (``output ev.ndcg is locked ...``)."""
 
-    def __init__(self, files: storage.Files, name: str):
+    def __init__(self, files: Files, name: str):
         self._files, self.shown = files, name
 
     def __getattr__(self, attr: str) -> Any:
@@ -83,12 +112,12 @@ class TableSink:
         self.root = self.shown = output.table
         self.key, self.value = output.partition.key, output.partition.value
         self.v2 = output.table_format in V2_FORMATS
-        self.place: Optional[publish.Place] = None
+        self.place: Optional[LockPlace] = None
         self.held = False
 
     def members(self) -> List[str]:
         """The family's members this command writes, the runs last."""
-        return [*sorted({MEMBERS[n] for n in publish.COMMANDS[self.command][0]}), RUNS]
+        return [*sorted({MEMBERS[n] for n in COMMANDS[self.command][0]}), RUNS]
 
     def check(self, spark, config) -> None:
         names = self.output.table.split(".")
@@ -109,9 +138,9 @@ class TableSink:
                     f"output_table {self.root} is partitioned by {columns[0]}, not by {self.key}; choose another"
                 )
 
-    def _lock_place(self) -> Optional[publish.Place]:
+    def _lock_place(self) -> Optional[LockPlace]:
         """The night's lock, a file beside the database's tables: classic mode only."""
-        if storage.is_connect(self.spark):
+        if is_connect(self.spark):
             return None
         names = self.output.table.split(".")
         try:
@@ -119,9 +148,9 @@ class TableSink:
             location = self.spark.catalog.getDatabase(database).locationUri
         except Exception:  # noqa: BLE001 - a catalog without databases' locations: the warehouse
             location = self.spark.conf.get("spark.sql.warehouse.dir")
-        root = storage.qualify(self.spark, f"{location.rstrip('/')}/_ndcg_spark/{names[-1]}")
-        files = _Named(storage.files_for(self.spark, root), self.root)
-        return publish.Place(files, self.command, self.output.partition)
+        root = qualify(self.spark, f"{location.rstrip('/')}/_ndcg_spark/{names[-1]}")
+        files = _Named(files_for(self.spark, root), self.root)
+        return LockPlace(files, self.command, self.output.partition)
 
     def locked(self, run_id: str, output):
         self.place = self._lock_place()
@@ -150,7 +179,7 @@ class TableSink:
             ids = [r for r in family.run_ids(table, self.key, self.value) if r != keep and self._droppable(r, named)]
             family.drop(table, self.key, self.value, ids, self.v2)
             if steps:
-                publish.at_step(f"dropped:{member}")
+                contract.at_step(f"dropped:{member}")
 
     def _droppable(self, run_id: str, named: set) -> bool:
         if self.held or run_id in named:
@@ -167,8 +196,9 @@ class TableSink:
 
     def tidy(self) -> None:
         if self.place is not None:
-            publish.tidy(self.place, False)
             files = self.place.files
+            for path in (files.path(STATE, "locks"), files.path(STATE)):
+                files.remove_if_empty(path)
             files.remove_if_empty(files.root)
             files.remove_if_empty(files.root.rsplit("/", 1)[0])
 
@@ -181,11 +211,15 @@ class TableSink:
         found = rows.select("manifest", "report").collect()
         if not found:
             return {}
-        name = publish.COMMANDS[self.command][1]
+        name = COMMANDS[self.command][1]
         texts = {name: found[0]["manifest"]}
         if found[0]["report"] is not None:
             texts["report.html"] = found[0]["report"]
         return texts
+
+    def note_failure(self, exit_code: int, message: str) -> None:
+        """Nothing to note: ``history --output-table`` shows the published nights (the runs view);
+        what a failed run wrote, no view shows, and the night's next run drops it."""
 
 
 class TableStage:
@@ -239,7 +273,7 @@ class TableStage:
     def publish(self, marker: Dict[str, Any], guard=None) -> None:
         """Views first (made once), then the runs row: the flip. Then the superseded rows go."""
         sink, family = self.sink, self.sink.family
-        publish.at_step("staged")
+        contract.at_step("staged")
         if guard is not None:
             guard()
         row = self._runs_row(marker)
@@ -249,12 +283,12 @@ class TableStage:
             create_view(family, member, night_view(family, member, sink.key))
         _append(sink, family.data(RUNS), row)
         self.published = True
-        publish.at_step("published")
+        contract.at_step("published")
         sink.drop_others()
 
     def _runs_row(self, marker: Dict[str, Any]) -> DataFrame:
         result = RunResult.from_json(marker, self.sink.command)
-        dumps = storage.strict_json
+        dumps = strict_json
         values = (
             result.command,
             "quality_gate_failed" if result.failed else "ok",
@@ -297,3 +331,30 @@ def _append(sink: TableSink, table: str, df: DataFrame) -> None:
     if sink.output.table_format is not None:
         writer = writer.format(sink.output.table_format)
     writer.saveAsTable(table)
+
+
+# ----------------------------------------------------------------------------- the kind
+
+
+def serves(path: Optional[str], table: Optional[str]) -> bool:
+    """A family of catalog tables: ``--output-table``."""
+    return table is not None
+
+
+def sink(spark, config) -> TableSink:
+    return TableSink(spark, config.command, config.output)
+
+
+def runs(spark, path: Optional[str], table: Optional[str]) -> TableRuns:
+    return TableRuns(spark, table)
+
+
+def without_spark(path: Optional[str], table: Optional[str]) -> bool:
+    return False  # a catalog is read through Spark
+
+
+def refuse_early(config: Any) -> None:
+    """Nothing to refuse before Spark: the catalog says where the tables are."""
+
+    # The lock lives beside the database's tables (:meth:`TableSink._lock_place`), found through
+    # the catalog once Spark runs.

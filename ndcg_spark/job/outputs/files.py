@@ -1,32 +1,17 @@
-"""The job's reading and writing: input tables, Parquet tables, and small files and folders on
-the output's file system (:class:`Files`, on Hadoop's FileSystem or the local one)."""
+"""Small files and folders on the output's file system (:class:`Files`, on Hadoop's FileSystem or
+the local one), and the paths of a run as that file system names them (:func:`qualify`), with
+what Spark Connect cannot reach (:func:`check_connect`)."""
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import shutil
-from typing import Any, Dict, List, Optional, Protocol
+from typing import Dict, List, Optional, Protocol
 from urllib.parse import urlparse
 
 from ndcg_spark.errors import ConfigError
-from ndcg_spark.reading import read_table
+from ndcg_spark.job.config.targets import shown
 from ndcg_spark.spark_support import is_connect
-
-
-def read_input(spark, config, role: str, source: Optional[str] = None, label: Optional[str] = None):
-    """One input table of the job, with its format and schema (:func:`ndcg_spark.read_table`)."""
-    inputs = config.inputs
-    return read_table(
-        spark,
-        source if source is not None else getattr(inputs, role),
-        inputs.format_of(role),
-        role=role,
-        schema=getattr(inputs, f"{role}_schema"),
-        options=config.options,
-        label=label,
-    )
 
 
 def input_paths(spark, config) -> Dict[str, str]:
@@ -96,41 +81,6 @@ def qualify(spark, path: str) -> str:
     hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
     fs = hadoop_path.getFileSystem(spark._jsc.hadoopConfiguration())
     return str(fs.makeQualified(hadoop_path).toString()).rstrip("/") or "/"
-
-
-def shown(path: str) -> str:
-    """A qualified path as messages name it: ``file:/data/out`` as ``/data/out``, a URI as it is."""
-    return path[len("file:") :] if path.startswith("file:/") and not path.startswith("file://") else path
-
-
-def write_table(df, path: str) -> None:
-    """Parquet at ``path``, a folder no earlier run wrote (a run's staging area).
-
-    Spark's default save mode stops if the folder is there (Spark Connect does not take the
-    mode's name ``errorifexists``).
-    """
-    df.write.parquet(path)
-
-
-def strict_json(record: Any, **kwargs) -> str:
-    """JSON that strict parsers read: a float that is not a number (NaN, infinity) becomes null.
-
-    Examples
-    --------
-    >>> strict_json({"mean_ndcg": float("nan"), "k": [1, float("inf")]})
-    '{"mean_ndcg": null, "k": [1, null]}'
-    """
-    return json.dumps(_finite(record), allow_nan=False, default=str, **kwargs)
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
 
 
 class Files(Protocol):

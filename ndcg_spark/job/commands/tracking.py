@@ -16,10 +16,9 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Seque
 from ndcg_spark.compare import COMPARISON_COLUMNS
 from ndcg_spark.errors import ConfigError
 from ndcg_spark.evaluation import COMPANIONS
-from ndcg_spark.job.result import RunResult
-from ndcg_spark.job.settings import untracked
-from ndcg_spark.job.targets import NOT_INSTALLED, redact
-from ndcg_spark.job.verdict import gates_summary
+from ndcg_spark.job.config.settings import untracked
+from ndcg_spark.job.config.targets import NOT_INSTALLED, redact
+from ndcg_spark.job.result import RunResult, gates_summary
 from ndcg_spark.options import k_label
 
 #: Settings never sent to a tracking server (a Spark Connect URL may carry a token), as declared.

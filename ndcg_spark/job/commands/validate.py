@@ -14,8 +14,9 @@ from typing import Any, Dict, List, Sequence
 
 from ndcg_spark.errors import INVALID_ROWS, InputDataError
 from ndcg_spark.evaluation import evaluate
-from ndcg_spark.job import console, pipeline, progress, storage
-from ndcg_spark.job.config import EvaluateConfig
+from ndcg_spark.job import console, progress
+from ndcg_spark.job.commands.inputs import account_rows, read_input
+from ndcg_spark.job.config.parsing import EvaluateConfig
 from ndcg_spark.job.exits import EXIT_INPUT, EXIT_OK
 from ndcg_spark.validation import validate
 
@@ -33,13 +34,13 @@ def main(spark, config: EvaluateConfig) -> Dict[str, Any]:
     """Check ``config``'s inputs: ``{"problems": [...], "rows": accounting or None}``.
 
     ``problems`` are the one-line descriptions of every problem found (empty when none);
-    ``rows`` the row accounting (:func:`~ndcg_spark.job.pipeline.account_rows`) when the run
+    ``rows`` the row accounting (:func:`~ndcg_spark.job.commands.inputs.account_rows`) when the run
     would go on, else None. Empty tables and schema problems raise :class:`InputDataError`.
     """
     progress.phase("reading the inputs")
-    recs = storage.read_input(spark, config, "recommendations")
-    rel = storage.read_input(spark, config, "relevance")
-    attributes = storage.read_input(spark, config, "user_attributes") if config.inputs.user_attributes else None
+    recs = read_input(spark, config, "recommendations")
+    rel = read_input(spark, config, "relevance")
+    attributes = read_input(spark, config, "user_attributes") if config.inputs.user_attributes else None
     opts = config.options
     progress.phase("checking every row rule")
     problems: List[str] = []
@@ -58,7 +59,7 @@ def main(spark, config: EvaluateConfig) -> Dict[str, Any]:
     rejected: Dict[str, Dict[str, int]] = {"recommendations": {}, "relevance": {}}
     for table, frame in (evaluation.rejected or {}).items():
         rejected[table] = {r["reason"]: r["count"] for r in frame.groupBy("reason").count().collect()}
-    return {"problems": problems, "rows": pipeline.account_rows(read, rejected, sums)}
+    return {"problems": problems, "rows": account_rows(read, rejected, sums)}
 
 
 def report(checked: Dict[str, Any]) -> tuple:

@@ -1,7 +1,7 @@
 """How a setting's value as written (a TOML value, or a flag's text) becomes its typed value.
 
 Each reader is ``(value, name) -> typed value`` and raises a one-line ConfigError naming the
-setting; :mod:`ndcg_spark.job.settings` names the reader of each setting.
+setting; :mod:`ndcg_spark.job.config.settings` names the reader of each setting.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import math
 from typing import Any, Tuple
 
 from ndcg_spark.errors import ConfigError
-from ndcg_spark.job.targets import FORCE
+from ndcg_spark.job.config.targets import FORCE
 from ndcg_spark.options import parse_cutoff
 
 
@@ -22,7 +22,7 @@ def text(value: Any, name: str) -> str:
 
 
 def name_or_uri(value: Any, name: str) -> str:
-    """A name or URI, stripped (checked by :class:`~ndcg_spark.job.targets.MlflowTarget`)."""
+    """A name or URI, stripped (checked by :class:`~ndcg_spark.job.config.targets.MlflowTarget`)."""
     return value.strip() if isinstance(value, str) and value.strip() else value
 
 
@@ -59,7 +59,7 @@ def number(value: Any, name: str) -> float:
 
 
 def seconds(value: Any, name: str) -> float:
-    """A number of seconds (its range checked by :class:`~ndcg_spark.job.targets.Output`)."""
+    """A number of seconds (its range checked by :class:`~ndcg_spark.job.config.targets.Output`)."""
     try:
         return number(value, name)
     except ConfigError:

@@ -8,7 +8,7 @@ that the tables it describes are complete. The protocol keeps that true however 
 1. The output's layout (which command made it, which partition key) is recorded once, in
    ``DIR/_ndcg_spark/layout.json``; a run that does not fit it is refused before anything is read.
 2. A lock per place, ``DIR/_ndcg_spark/locks/<place>.lock``, is created atomically before
-   anything is written and held as a lease (:mod:`ndcg_spark.job.lease`); a second run of the
+   anything is written and held as a lease (:mod:`ndcg_spark.job.outputs.lease`); a second run of the
    same place is refused while the first lives, and breaks its lock once it is gone.
 3. Everything is written under ``DIR/_ndcg_spark/staging/<place>/<run id>/``, away from the live
    paths. A run that stops here leaves the previous result as it was.
@@ -20,7 +20,7 @@ that the tables it describes are complete. The protocol keeps that true however 
    staged result was complete) and deletes staging folders without one.
 
 Every path the job writes is the output's, made absolute and qualified with its file system
-once, before the lock (:func:`ndcg_spark.job.storage.qualify`): a journal names absolute paths
+once, before the lock (:func:`ndcg_spark.job.outputs.files.qualify`): a journal names absolute paths
 only, and one that names a path outside the output it was found in is refused.
 
 So a reader sees the previous result with its marker, the new one with its marker, or no marker.
@@ -28,195 +28,31 @@ So a reader sees the previous result with its marker, the new one with its marke
 
 from __future__ import annotations
 
-import datetime
 import json
 import time
-import uuid
-from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional
 
 from ndcg_spark.errors import ConfigError
 from ndcg_spark.job import interrupts
-from ndcg_spark.job.storage import Files, shown, strict_json, write_table
-from ndcg_spark.job.targets import Partition
+from ndcg_spark.job.config.targets import shown
+from ndcg_spark.job.outputs import contract
+from ndcg_spark.job.outputs.contract import STATE
+from ndcg_spark.job.outputs.directory.layout import COMPANIONS, Place, record_layout
+from ndcg_spark.job.outputs.files import Files
+from ndcg_spark.job.result import strict_json
 
 #: The folder of the job's own state inside an output directory.
-STATE = "_ndcg_spark"
-#: What each command writes: its tables, the files beside its marker, and the marker's name.
-COMMANDS = {
-    "evaluate": (("per_user", "summary", "rejected/recommendations", "rejected/relevance"), "summary.json"),
-    "compare": (("per_user", "comparison"), "comparison.json"),
-}
-COMPANIONS = ("report.html",)
-#: Names an output directory may hold (anything else: the directory is not ours to write into).
-OUR_NAMES = {"per_user", "summary", "rejected", "comparison", "_manifests", STATE, *COMPANIONS}
-OUR_NAMES |= {marker for _, marker in COMMANDS.values()} | {f".{m}.tmp" for m in ("summary.json", "report.html")}
-
-
-def _no_fault(step: str) -> None:
-    pass
-
-
-#: Called at each named step of a publish (``staged``, ``marker_removed``, ``removed:NAME``,
-#: ``moved:NAME``, ``published``); the fault tests replace it to pause or fail the run there.
-at_step: Callable[[str], None] = _no_fault
-
-
-@dataclass(frozen=True)
-class Place:
-    """One run's place in an output directory: the paths of its tables, files and marker."""
-
-    files: Files
-    command: str
-    partition: Optional[Partition]
-
-    @property
-    def name(self) -> str:
-        """``key=value`` for a partition, ``output`` for the whole directory."""
-        return self.partition.directory if self.partition else "output"
-
-    @property
-    def tables(self) -> Sequence[str]:
-        return COMMANDS[self.command][0]
-
-    @property
-    def marker(self) -> str:
-        return f"{self.marker_dir}/{COMMANDS[self.command][1]}"
-
-    @property
-    def marker_dir(self) -> str:
-        """``DIR``, or ``DIR/_manifests/key=value`` for a partition (the report lives there too)."""
-        if self.partition is None:
-            return self.files.root.rstrip("/")
-        return self.files.path("_manifests", self.partition.directory)
-
-    def table(self, name: str) -> str:
-        """The live path of table ``name``: ``DIR/name`` or ``DIR/name/key=value``."""
-        if self.partition is None:
-            return self.files.path(name)
-        return self.files.path(name, self.partition.directory)
-
-    @property
-    def lock_path(self) -> str:
-        return self.files.path(STATE, "locks", f"{self.name}.lock")
-
-    @property
-    def staging_root(self) -> str:
-        return self.files.path(STATE, "staging", self.name)
-
-
-# ----------------------------------------------------------------------------- layout
-
-
-def layout_of(place: Place) -> Dict[str, Any]:
-    return {"command": place.command, "partition_key": place.partition.key if place.partition else None}
-
-
-def recorded_layout(files: Files) -> Optional[Dict[str, Any]]:
-    """The layout written by the output's first run; for an output written before layouts were
-    recorded, the one its markers show; None for a new output."""
-    text = files.read_text(files.path(STATE, "layout.json"))
-    if text is not None:
-        return json.loads(text)
-    names = set(files.list(files.root))
-    for command, (_, marker) in COMMANDS.items():
-        if marker in names:
-            return {"command": command, "partition_key": None}
-    for directory in files.list(files.path("_manifests")):
-        markers = set(files.list(files.path("_manifests", directory)))
-        for command, (_, marker) in COMMANDS.items():
-            if marker in markers and "=" in directory:
-                return {"command": command, "partition_key": directory.split("=", 1)[0]}
-    return None
-
-
-def check_layout(place: Place) -> None:
-    """Refuse (exit 2, nothing touched) a run that does not fit the output it writes into."""
-    files = place.files
-    if files.exists(files.root) and not files.is_dir(files.root):
-        raise ConfigError(f"output {files.shown} is a file, not a directory")
-    names = files.list(files.root)
-    strange = [n for n in names if n not in OUR_NAMES]
-    if not strange and names and not is_ours(files):
-        # Our names only, but neither our state nor a marker of ours: someone else's files.
-        strange = names
-    if strange:
-        raise ConfigError(
-            f"output {files.shown} already holds other data ({', '.join(strange[:3])}); "
-            "choose an empty directory or a previous ndcg-spark output"
-        )
-    _check_fits(place, recorded_layout(files))
-
-
-def is_ours(files: Files) -> bool:
-    """Whether a folder holding only names we write is an output of ours: it has our state
-    folder, or a marker that reads as ours (a manifest with the run's settings)."""
-    if files.is_dir(files.path(STATE)):
-        return True
-    markers = [files.path(marker) for _, marker in COMMANDS.values()]
-    for directory in files.list(files.path("_manifests")):
-        markers += [files.path("_manifests", directory, marker) for _, marker in COMMANDS.values()]
-    for path in markers:
-        try:
-            manifest = json.loads(files.read_text(path) or "")
-        except ValueError:
-            continue
-        if isinstance(manifest, dict) and isinstance(manifest.get("settings"), dict) and "run" in manifest:
-            return True
-    return False
-
-
-def check_inputs(root: str, inputs: Dict[str, str]) -> None:
-    """Refuse (exit 2, nothing written) an output that is an input, lies inside an input's folder,
-    or holds an input: Spark would read the output's folders as part of the input (or the reverse)."""
-    out = root.rstrip("/") + "/"
-    for name, path in inputs.items():
-        inp = path.rstrip("/") + "/"
-        if out.startswith(inp) or inp.startswith(out):
-            where = "is" if out == inp else "is inside" if out.startswith(inp) else "holds"
-            raise ConfigError(
-                f"output {shown(root)} {where} the {name.split(' ', 1)[0]} input {shown(path)}: a job's output must not be "
-                "inside an input's folder, nor an input inside the output; choose another output"
-            )
-
-
-def _check_fits(place: Place, layout: Optional[Dict[str, Any]]) -> None:
-    if layout is None:
-        return
-    root, key = place.files.root, layout.get("partition_key")
-    if layout.get("command") != place.command:
-        raise ConfigError(
-            f"output {shown(root)} holds the results of 'ndcg-spark {layout.get('command')}', not of "
-            f"'ndcg-spark {place.command}'; choose another output"
-        )
-    mine = place.partition.key if place.partition else None
-    if mine == key:
-        return
-    if key is None:
-        raise ConfigError(
-            f"output {shown(root)} is not partitioned; run without --run-date/--partition, or choose another"
-        )
-    if mine is None:
-        raise ConfigError(
-            f"output {shown(root)} is partitioned by {key}: give --run-date or --partition {key}=VALUE "
-            "(a run of the whole output would replace every partition)"
-        )
-    raise ConfigError(f"output {shown(root)} is partitioned by {key}, not by {mine}; choose another output")
-
-
-def _record_layout(place: Place) -> None:
-    """Write the layout once; a run that lost the race to a run of another layout is refused."""
-    files = place.files
-    path = files.path(STATE, "layout.json")
-    if not files.create_new(path, strict_json(layout_of(place), indent=2) + "\n"):
-        _check_fits(place, json.loads(files.read_text(path)))
-
 
 # ----------------------------------------------------------------------------- staging and publish
 
 
-def new_run_id() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:8]
+#: The journal's name in a staging folder: written before the publish begins, read to finish it.
+JOURNAL = "publish.json"
+
+
+def staged_marker(journal: str) -> Dict[str, Any]:
+    """The marker a journal (its text) will publish: the staged run's manifest."""
+    return json.loads(json.loads(journal)["marker_text"])
 
 
 def recover(place: Place) -> List[str]:
@@ -229,9 +65,9 @@ def recover(place: Place) -> List[str]:
     files, finished = place.files, []
     for run_id in files.list(place.staging_root):
         folder = f"{place.staging_root}/{run_id}"
-        journal = files.read_text(f"{folder}/publish.json")
+        journal = files.read_text(f"{folder}/{JOURNAL}")
         if journal is not None:
-            _apply(files, check_journal(place, json.loads(journal), f"{folder}/publish.json"))
+            _apply(files, check_journal(place, json.loads(journal), f"{folder}/{JOURNAL}"))
             finished.append(run_id)
         files.delete(folder)
     return finished
@@ -270,7 +106,8 @@ class Staging:
     def write(self, name: str, df) -> None:
         """Write the frame of table ``name`` (``per_user``, ``rejected/relevance``...) as Parquet
         into staging."""
-        write_table(df, self.table(name))
+        # Spark's default save mode stops if the folder is there: no earlier run wrote it.
+        df.write.parquet(self.table(name))
 
     def read(self, name: str):
         """Table ``name`` as written (its rows read back from staging)."""
@@ -301,7 +138,7 @@ class Staging:
         ``guard`` is called right before the journal is written: it raises to stop the run there
         (a signal received, the lock lost), which leaves the previous result as it was."""
         place, files = self.place, self.place.files
-        _record_layout(place)
+        record_layout(place)
         moves = [(n, self.written[n], place.table(n)) for n in place.tables if n in self.written]
         moves += [(n, self.written[n], f"{place.marker_dir}/{n}") for n in COMPANIONS if n in self.written]
         removes = [place.table(n) for n in place.tables if n not in self.written]
@@ -315,17 +152,17 @@ class Staging:
             "moves": moves,
             "removes": removes,
         }
-        at_step("staged")
+        contract.at_step("staged")
         if guard is not None:
             guard()
-        files.write_text(f"{self.folder}/publish.json", strict_json(journal, indent=2))
+        files.write_text(f"{self.folder}/{JOURNAL}", strict_json(journal, indent=2))
         _apply(files, journal)
 
     def discard(self) -> None:
         """Delete the staging folder of a run that did not publish (one whose publish began is
         left to the next run to finish), and the place's staging folder once empty."""
         files = self.place.files
-        if not files.exists(f"{self.folder}/publish.json"):
+        if not files.exists(f"{self.folder}/{JOURNAL}"):
             if interrupts.received() is not None:
                 interrupts.tasks_ended()  # a cancelled task still writing would remake the folder
             files.delete(self.folder)
@@ -359,24 +196,24 @@ def tidy(place: Place, made_output: bool) -> None:
 def _journal_there(files: Files, journal: Dict[str, Any]) -> None:
     """Go on only while the journal is there: a run that took the lock by force may have finished
     this publish (and published its own result since); then nothing more is written."""
-    if not files.exists(f"{journal['folder']}/publish.json"):
+    if not files.exists(f"{journal['folder']}/{JOURNAL}"):
         raise OSError(f"the publish of run {journal['run_id']} was finished by another run; nothing more was written")
 
 
 def _apply(files: Files, journal: Dict[str, Any]) -> None:
     """The publish itself; idempotent, so an interrupted one is finished by running it again."""
     files.delete(journal["marker"])
-    at_step("marker_removed")
+    contract.at_step("marker_removed")
     for name, source, target in journal["moves"]:
         if files.exists(source):
             files.delete(target)
-            at_step(f"removed:{name}")
+            contract.at_step(f"removed:{name}")
             files.rename(source, target)
-            at_step(f"moved:{name}")
+            contract.at_step(f"moved:{name}")
     _journal_there(files, journal)
     for path in journal["removes"]:
         files.delete(path)
     _journal_there(files, journal)
     files.write_text(journal["marker"], journal["marker_text"])
-    at_step("published")
+    contract.at_step("published")
     files.delete(journal["folder"])

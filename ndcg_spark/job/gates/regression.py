@@ -1,26 +1,25 @@
 """The regression gate (``--fail-if-drop``): tonight's per-user NDCG against the most recent
 earlier complete run's in the same output, paired by user, per segment and k.
 
-The previous run is found by its marker (:func:`ndcg_spark.job.history.previous_intact_run`,
-which skips a run whose tables were deleted); its
-per-user partition is read and paired with tonight's in Spark, and only one row per segment and
-k is collected, from which the 95% interval of the mean paired difference is computed as
+The command finds the previous run in its output's runs (a run whose tables were deleted is
+skipped) and hands its per-user frame here; it is paired with tonight's in Spark, and only one
+row per segment and k is collected, from which the 95% interval of the mean paired difference is computed as
 ``compare`` does (paired t).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from pyspark.sql import DataFrame
 
 from ndcg_spark.errors import InputDataError
-from ndcg_spark.job.checks import check
-from ndcg_spark.job.gates import Gate
-from ndcg_spark.job.history import RUN_DATE, runs_of
+from ndcg_spark.job.config.gate_specs import Gate
+from ndcg_spark.job.config.targets import RUN_DATE
+from ndcg_spark.job.gates.holding import check
+from ndcg_spark.job.gates.wording import drop_line
 from ndcg_spark.job.result import DropOutcome
-from ndcg_spark.job.verdict import drop_line
 from ndcg_spark.paired import paired_difference
 
 
@@ -60,8 +59,8 @@ def paired_change(
 
 
 def regression_gate(
-    spark,
-    files: Any,
+    previous: Optional[str],
+    previous_per_user: Optional[DataFrame],
     current_value: str,
     current_per_user: DataFrame,
     gates: Sequence[Gate],
@@ -70,22 +69,24 @@ def regression_gate(
     *,
     key: str = RUN_DATE,
     point_estimate: bool = False,
-    passed_only: bool = False,
+    which: str = "complete run",
+    skipped: Sequence[str] = (),
+    shown: str = "",
 ) -> DropOutcome:
-    """``--fail-if-drop``: tonight's per-user NDCG against the most recent earlier complete run's.
+    """``--fail-if-drop``: tonight's per-user NDCG against the earlier run's it is handed.
 
     Parameters
     ----------
-    spark : SparkSession
-    files : Files or runs
-        Where the earlier runs are: the output's :class:`Files`, or a sink's runs
-        (:class:`~ndcg_spark.job.history.DirectoryRuns`, :class:`~ndcg_spark.job.tables.TableRuns`).
+    previous : str or None
+        The earlier run's partition value; None when there is none (the gate passes, and says so).
+    previous_per_user : DataFrame or None
+        The earlier run's per-user figures (read by the command from the output's runs).
     current_value : str
         Tonight's partition value (the run date).
     current_per_user : DataFrame
         Tonight's per-user figures (``EvaluationResult.per_user``; cache it, it is read again).
     gates : sequence of Gate
-        The ``drop`` gates (:func:`~ndcg_spark.job.gates.parse_gates`).
+        The ``drop`` gates (:func:`~ndcg_spark.job.config.gate_specs.parse_gates`).
     group_by : sequence of str
         The segment columns.
     user_col : str
@@ -94,22 +95,22 @@ def regression_gate(
         The partition column (``run_date``, or the key of ``--partition``).
     point_estimate : bool
         Fail on the mean difference alone, whatever its interval.
-    passed_only : bool
-        Compare with the most recent earlier run whose gates all passed, not the most recent.
+    which : str
+        What earlier run was looked for (``complete run``, ``passing run``), as the line says it.
+    skipped : sequence of str
+        The later runs passed over because a table of theirs is gone.
+    shown : str
+        The output, as the line names it.
 
     Returns
     -------
     DropOutcome
         With no earlier run, no gate is checked and the message says so (the gate passes).
     """
-    runs = runs_of(files)
-    previous, skipped = runs.previous(current_value, key, passed_only=passed_only)
-    # A run whose tables were deleted is skipped, and the line says so: never a dead end.
-    which = "passing run" if passed_only else "complete run"
     if previous is None:
         outcome = DropOutcome(current_value, None, (), "", tuple(skipped))
     else:
-        changes = paired_change(current_per_user, runs.per_user(spark, previous, key), group_by, user_col)
+        changes = paired_change(current_per_user, previous_per_user, group_by, user_col)
         checked = check(gates, changes, group_by, point_estimate=point_estimate)
         outcome = DropOutcome(current_value, previous, tuple(checked), "", tuple(skipped))
-    return replace(outcome, message=drop_line(outcome, key, which, runs.shown))
+    return replace(outcome, message=drop_line(outcome, key, which, shown))

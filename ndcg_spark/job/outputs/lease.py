@@ -33,9 +33,10 @@ import time
 from contextlib import contextmanager
 from typing import Any, Dict, Iterator, Optional
 
+from ndcg_spark.job.config.targets import FORCE, LOCK_TIMEOUT  # lock_timeout and break_lock's values
 from ndcg_spark.job.exits import OutputLocked
-from ndcg_spark.job.storage import LocalFiles, strict_json
-from ndcg_spark.job.targets import FORCE, LOCK_TIMEOUT  # lock_timeout and break_lock's values
+from ndcg_spark.job.outputs.files import LocalFiles
+from ndcg_spark.job.result import strict_json
 
 #: Renewals a lease may miss before ``--break-lock`` (without force) breaks it.
 MISSED = 3

@@ -1,7 +1,7 @@
 """Where a run writes, logs and how its session starts: the partition it owns (:class:`Partition`),
 the output directory or table family (:class:`Output`), the MLflow experiment
 (:class:`MlflowTarget`) and the Spark settings of ``[spark]`` and ``--conf`` (:func:`spark_settings`).
-Built once by :mod:`ndcg_spark.job.config`; this module imports nothing else of the job.
+Built once by :mod:`ndcg_spark.job.config.parsing`; this module imports nothing else of the job.
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ FORCE = "force"
 
 #: Characters Spark escapes in partition directory names (and the space, which tools mangle).
 UNSAFE_PARTITION_CHARS = "\"#%'*/:=?\\{}[]^ "
-RUN_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+#: The partition key of a dated run (``--run-date``), and how its value is written.
+RUN_DATE = "run_date"
+DATE_FORM = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 #: Spark settings whose values are never recorded (a manifest is read by more people than the config).
 SECRET_SETTING = re.compile(r"secret|password|token|credential|access\.key", re.IGNORECASE)
 
@@ -55,9 +57,9 @@ class Partition:
     def of_run_date(cls, run_date: Any) -> Partition:
         """``run_date=YYYY-MM-DD`` (that form only: one day, one partition)."""
         text = str(run_date)
-        if not RUN_DATE.fullmatch(text) or not _is_date(text):
+        if not DATE_FORM.fullmatch(text) or not _is_date(text):
             raise ConfigError(f"run_date = {text!r} is not a date of the form YYYY-MM-DD")
-        return cls("run_date", text)
+        return cls(RUN_DATE, text)
 
     @classmethod
     def of_text(cls, partition: Any) -> Partition:
@@ -177,6 +179,11 @@ def spark_settings(value: Any) -> Tuple[Tuple[str, str], ...]:
         items.append((str(key).strip(), text.strip()))
     settings = dict(items)
     return tuple(settings.items())
+
+
+def shown(path: str) -> str:
+    """A qualified path as messages name it: ``file:/data/out`` as ``/data/out``, a URI as it is."""
+    return path[len("file:") :] if path.startswith("file:/") and not path.startswith("file://") else path
 
 
 def required(name: str, value: Any) -> None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple
 
-from ndcg_spark.job.checks import Checked
-from ndcg_spark.job.result import DropOutcome, RunResult
+from ndcg_spark.job.config.targets import RUN_DATE
+from ndcg_spark.job.result import Checked, DropOutcome, RunResult, of_segment, segment_text
 from ndcg_spark.options import k_label
 
 #: (passed, line) of one gate on one segment and k.
@@ -23,8 +23,8 @@ def gate_lines(result: RunResult) -> List[Line]:
 
     Examples
     --------
-    >>> from ndcg_spark.job.checks import check
-    >>> from ndcg_spark.job.gates import parse_gates
+    >>> from ndcg_spark.job.gates.holding import check
+    >>> from ndcg_spark.job.config.gate_specs import parse_gates
     >>> floors = check(parse_gates("floor", "10:0.3"), [{"k": 10, "users": 50, "mean_ndcg": 0.41}])
     >>> gate_lines(RunResult("evaluate", floors=tuple(floors)))
     [(True, 'quality gate passed: mean NDCG@10 = 0.410000 is at least 0.3')]
@@ -34,7 +34,7 @@ def gate_lines(result: RunResult) -> List[Line]:
     if drop:
         if not drop.checked:  # no earlier run to compare with: the gate passes, and says why
             lines.append((True, drop.message))
-        key = next(iter(result.partition or {"run_date": None}))
+        key = next(iter(result.partition or {RUN_DATE: None}))
         compared = f"{key} {drop.previous} -> {drop.current}{skipped_text(drop.skipped, key)}"
         for c in drop.checked:
             verdict = "passed" if c.passed else "failed"
@@ -50,27 +50,13 @@ def skipped_text(skipped: Sequence[str], key: str) -> str:
 def limits(result: RunResult) -> List[Tuple[str, float]]:
     """(label, value) of what tonight's mean had to reach, for the trend chart: each floor, and
     each drop gate's lowest allowed mean (the earlier run's mean less the allowed drop)."""
-    found = [(f"floor of NDCG@{k_label(c.k)}{_of(c)}", float(c.threshold)) for c in result.floors]
+    found = [(f"floor of NDCG@{k_label(c.k)}{of_segment(c)}", float(c.threshold)) for c in result.floors]
     for c in result.drop.checked if result.drop else ():
         if c.mean_previous is not None and c.threshold is not None:
-            found.append((f"lowest NDCG@{k_label(c.k)}{_of(c)} the drop gate allows", c.mean_previous - c.threshold))
+            found.append(
+                (f"lowest NDCG@{k_label(c.k)}{of_segment(c)} the drop gate allows", c.mean_previous - c.threshold)
+            )
     return found
-
-
-def gates_summary(result: RunResult) -> str:
-    """A run's gates in a few words, as ``history`` shows them: ``-`` (none set), ``passed``, or
-    ``failed:`` and which (``floor@10``, ``drop@10 of model=a``, ``worse@10``).
-
-    Examples
-    --------
-    >>> floor = {"segment": {"model": "a"}, "k": 10, "passed": False}
-    >>> gates_summary(RunResult.from_json({"quality_gates": [floor], "regression_gate": {"gates": []}}))
-    'failed: floor@10 of model=a'
-    """
-    if not result.gated:
-        return "-"
-    failed = [f"{c.kind}@{k_label(c.k)}{_of(c)}" for c in result.failed]
-    return "failed: " + ", ".join(failed) if failed else "passed"
 
 
 def failed_gates(result: RunResult) -> Optional[str]:
@@ -124,30 +110,21 @@ def drop_line(outcome: DropOutcome, key: str, which: str, output: str) -> str:
     return line
 
 
-def _of(c: Checked) -> str:
-    segment = _segment(c)
-    return f" of {segment}" if segment else ""
-
-
-def _segment(c: Checked) -> str:
-    return ", ".join(f"{col}={v}" for col, v in c.segment.items())
-
-
 def _floor_line(c: Checked) -> str:
     k = k_label(c.k)
     if c.passed:
-        return f"quality gate passed: mean NDCG@{k}{_of(c)} = {c.mean:.6f} is at least {c.threshold}"
+        return f"quality gate passed: mean NDCG@{k}{of_segment(c)} = {c.mean:.6f} is at least {c.threshold}"
     if c.mean is not None:
-        what = f"mean NDCG@{k}{_of(c)} = {c.mean:.6f} is below {c.threshold}"
+        what = f"mean NDCG@{k}{of_segment(c)} = {c.mean:.6f} is below {c.threshold}"
     elif c.users is None:
-        what = f"no segment {_segment(c)} at NDCG@{k} to hold against {c.threshold}"
+        what = f"no segment {segment_text(c)} at NDCG@{k} to hold against {c.threshold}"
     else:
-        what = f"mean NDCG@{k}{_of(c)} has no users, below {c.threshold}"
+        what = f"mean NDCG@{k}{of_segment(c)} has no users, below {c.threshold}"
     return f"quality gate failed: {what}"
 
 
 def _worse_line(c: Checked) -> str:
-    k, segment = k_label(c.k), _segment(c)
+    k, segment = k_label(c.k), segment_text(c)
     if c.users is None:
         return f"non-inferiority gate failed: no comparison row {segment or 'at all'} at NDCG@{k} to hold against margin {c.threshold:g}"
     pair = f"{c.candidate_model} vs {c.baseline_model}" if c.candidate_model is not None else "candidate"
@@ -169,7 +146,7 @@ def _worse_line(c: Checked) -> str:
 def describe_change(c: Checked) -> str:
     """What a drop gate compared, e.g. ``NDCG@10 of model=v2: 480 users in common, difference
     -0.031200, 95% interval [-0.040100, -0.022300], allowed drop 0.020000``."""
-    text = f"NDCG@{k_label(c.k)}{_of(c)}: {c.users if c.found else 0} users in common"
+    text = f"NDCG@{k_label(c.k)}{of_segment(c)}: {c.users if c.found else 0} users in common"
     if c.mean_difference is None:
         return text + " (nothing to compare)"
     text += f", difference {c.mean_difference:+.6f}"

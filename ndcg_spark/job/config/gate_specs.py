@@ -12,8 +12,8 @@ drop       ``--fail-if-drop``  the largest fall from the last run (``0.02``, or 
 worse      ``--fail-if-worse`` the margin a candidate may trail its baseline by
 =========  ==================  ==============================================================
 
-The config parses each gate once (:func:`parse_gates`); :func:`ndcg_spark.job.checks.check`
-holds gates against the few rows the driver already holds and :mod:`ndcg_spark.job.verdict`
+The config parses each gate once (:func:`parse_gates`); :func:`ndcg_spark.job.gates.holding.check`
+holds gates against the few rows the driver already holds and :mod:`ndcg_spark.job.gates.wording`
 words what it found.
 """
 

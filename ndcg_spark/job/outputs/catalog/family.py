@@ -1,5 +1,5 @@
 """The names, views and earlier runs of a family of catalog tables (``db.ndcg``): what
-:mod:`ndcg_spark.job.tables` writes through, and what the drop gate, the trend and ``history
+:mod:`ndcg_spark.job.outputs.catalog.tables` writes through, and what the drop gate, the trend and ``history
 --output-table`` read (:class:`TableRuns`).
 """
 
@@ -12,6 +12,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ndcg_spark.errors import ConfigError
+from ndcg_spark.job.config.targets import RUN_DATE
 from ndcg_spark.job.result import RunResult
 
 RUNS = "runs"
@@ -93,7 +94,7 @@ class TableRuns:
         return [c for c in self.family.partition_columns(runs) if c != "run_id"][0]
 
     def history(
-        self, key: str = "run_date", last: Optional[int] = None, before: Optional[str] = None
+        self, key: str = RUN_DATE, last: Optional[int] = None, before: Optional[str] = None
     ) -> List[Tuple[str, RunResult]]:
         view = self.family.view(RUNS)
         if not self.family.exists(view):
@@ -106,19 +107,19 @@ class TableRuns:
             rows = rows[-last:] if last > 0 else []
         return [(value, RunResult.from_json(json.loads(manifest), command)) for value, manifest, command in rows]
 
-    def previous(self, before: str, key: str = "run_date", *, passed_only: bool = False):
+    def previous(self, before: str, key: str = RUN_DATE, *, passed_only: bool = False):
         for value, result in reversed(self.history(key, before=before)):
             if not passed_only or not result.failed:
                 return value, []
         return None, []
 
-    def per_user(self, spark, value: str, key: str = "run_date") -> DataFrame:
+    def per_user(self, spark, value: str, key: str = RUN_DATE) -> DataFrame:
         return spark.table(self.family.view("per_user")).where(F.col(key) == value).drop(key, "run_id")
 
     def missing(self, value: str, key: str, result: RunResult) -> List[str]:
         return []  # a view shows a night's rows with its runs row, or none
 
-    def unfinished(self, key: str = "run_date") -> List[Any]:
+    def unfinished(self, key: str = RUN_DATE) -> List[Any]:
         return []  # what an unfinished run wrote, no view shows (the night's next run drops it)
 
 

@@ -2,13 +2,13 @@
 and where it applies.
 
 From :data:`SETTINGS` come the TOML keys of each command, its flags and ``--help``
-(:func:`ndcg_spark.job.flags.build_parser`), the manifest's ``settings`` (:func:`recorded`) and
+(:func:`ndcg_spark.job.config.flags.build_parser`), the manifest's ``settings`` (:func:`recorded`) and
 MLflow's params (the recorded settings that are ``tracked``). The evaluation options are declared
 by :class:`~ndcg_spark.EvaluationOptions` itself (type, default, help, choices); this module reads
 them from it.
 
 A value is read once, at the boundary (:func:`parse_values`): a TOML value or a flag's text becomes
-a typed value (``k`` a tuple of int, ``run_date`` a :class:`~ndcg_spark.job.targets.Partition`),
+a typed value (``k`` a tuple of int, ``run_date`` a :class:`~ndcg_spark.job.config.targets.Partition`),
 and the typed value travels from there on. Plain dataclasses, no schema library: the package
 installs on clusters with ``pip install --no-deps``, where a dependency of ours would be missing.
 """
@@ -19,7 +19,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
-from ndcg_spark.job.readers import (
+from ndcg_spark.job.config.readers import (
     break_lock,
     cutoffs,
     gate_text,
@@ -37,7 +37,7 @@ from ndcg_spark.job.readers import (
     trend_runs,
     whole,
 )  # fmt: skip
-from ndcg_spark.job.targets import SECRET_SETTING, Partition, redact, spark_settings
+from ndcg_spark.job.config.targets import SECRET_SETTING, Partition, redact, spark_settings
 from ndcg_spark.options import WHOLE_LIST, EvaluationOptions, k_label
 from ndcg_spark.reading import FORMATS, ROLES
 
