@@ -284,7 +284,9 @@ def item_table(
             POP,
             USERS,
             f"-log2(CAST({POP} AS DOUBLE) / __nb_rows) AS {SELF_INFO}",
-            f"log2(__nb_all_users / {USERS}) / log2(__nb_all_users) AS {SURPRISAL}",
+            # One user in all: log2(1) = 0 over 0, no surprisal (RePlay's NaN); null, not a
+            # division by zero under ANSI.
+            f"CASE WHEN __nb_all_users > 1 THEN log2(__nb_all_users / {USERS}) / log2(__nb_all_users) ELSE 0.0D END AS {SURPRISAL}",
             f"{POP} >= __nb_head_pop AS {HEAD}",
         )
     if items is not None:
@@ -469,7 +471,7 @@ def per_list(
 
     # A cold item (in no interaction): popularity 0, its self-information as if seen once (or 0
     # under cold_items = "zero", as Recommenders' inner join), surprisal 1 (RePlay), in the tail.
-    cold_info = "-log2(1.0D / __nb_rows)" if opts.cold_items == "once" else "0.0D"
+    cold_info = "-log2(1.0D / nullif(__nb_rows, 0.0D))" if opts.cold_items == "once" else "0.0D"
     attrs = (
         f"named_struct('p', {POS}, 'i', {ITEM}, "
         f"'si', coalesce({col(SELF_INFO, 'CAST(NULL AS DOUBLE)')}, {cold_info if totals is not None else 'CAST(NULL AS DOUBLE)'}), "
@@ -717,9 +719,10 @@ def global_figures(exposed: DataFrame, flags: DataFrame, names: Sequence[str], o
         )
     )
     coverage = {
-        "catalog": "count(CASE WHEN __nb_in_catalog THEN 1 END) / first(__nb_catalog)",
-        "recommended_over_interactions": "count(1) / first(__nb_interacted_items)",
-        "interacted_over_interactions": "count(CASE WHEN __nb_interacted THEN 1 END) / first(__nb_interacted_items)",
+        # An empty catalog (no interaction rows) has no coverage: null, not a division by zero.
+        "catalog": "count(CASE WHEN __nb_in_catalog THEN 1 END) / nullif(first(__nb_catalog), 0.0D)",
+        "recommended_over_interactions": "count(1) / nullif(first(__nb_interacted_items), 0.0D)",
+        "interacted_over_interactions": "count(CASE WHEN __nb_interacted THEN 1 END) / nullif(first(__nb_interacted_items), 0.0D)",
     }[opts.coverage_catalog]
     # j = the item's place among the whole catalog sorted by exposure ascending: the items never
     # recommended (exposure 0) come first.
