@@ -58,11 +58,18 @@ PRESETS: Dict[str, Dict[str, Any]] = {
     "ranx": {"gain": "linear", "whole_list": "all_judged", "negative_relevance": "clip"},
     # recommenders.evaluation.python_evaluation.ndcg_at_k: natural-log discount (discfun_type
     # "loge"), ideal from rating_true; only users in both tables are averaged.
+    # Beyond accuracy, SparkDiversityEvaluation (recommenders/evaluation/spark_evaluation.py):
+    # catalog_coverage is every distinct recommended item over the training items, an item absent
+    # from training adds 0 to novelty (an inner join) but counts in its denominator, novelty() is
+    # weighted by recommendation.
     "recommenders": {
         "gain": "linear",
         "log_base": math.e,
         "zero_idcg": "exclude",
         "no_recommendations": "exclude",
+        "coverage_catalog": "recommended_over_interactions",
+        "cold_items": "zero",
+        "novelty_weighting": "recommendation",
     },
     # rectools.metrics.NDCG: the Rank column is the position, the ideal is k relevant positions
     # (divide_by_achievable=False), users without interactions are not scored.
@@ -78,8 +85,21 @@ PRESETS: Dict[str, Dict[str, Any]] = {
         "no_relevance": "exclude",
     },
     # replay.metrics.NDCG: binary, ideal min(k, |ground truth|); a user with an empty ground
-    # truth (or no recommendations) scores 0; only ground-truth users are evaluated.
-    "replay": {"gain": "linear", "no_relevance": "exclude"},
+    # truth (or no recommendations) scores 0; only ground-truth users are evaluated. Its
+    # DataFrame paths sort by (score, item) descending (base_metric.py), so ties go item
+    # descending. Beyond accuracy (replay/metrics/*.py): Coverage counts the recommended items
+    # seen in training over the training items; Surprisal, Unexpectedness and
+    # CategoricalDiversity divide by k; Novelty scores a training user without a list 1.0;
+    # Unexpectedness is 0.0 for a user the baseline lacks.
+    "replay": {
+        "gain": "linear",
+        "no_relevance": "exclude",
+        "tie_break": "item_descending",
+        "coverage_catalog": "interacted_over_interactions",
+        "short_lists": "k",
+        "without_list": "scored",
+        "without_baseline": "expected",
+    },
     # cornac.metrics.NDCG: gain 2^r - 1 on binary r, k = -1 ranks everything against every
     # positive; users without test positives are skipped.
     "cornac": {"gain": "exponential", "whole_list": "all_judged", **_BINARY_TOP_K},

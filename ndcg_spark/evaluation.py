@@ -33,12 +33,12 @@ from typing import Any, Dict, Optional, Tuple
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
-from ndcg_spark import _inputs, _judged, _metrics, _ranking, _rules, _scoring, _summary
-from ndcg_spark._columns import EXCLUDED, FIGURES, HAS_JUDGEMENTS, SEGMENT, both_sides_kept
+from ndcg_spark import _beyond, _inputs, _judged, _metrics, _ranking, _rules, _scoring, _summary
+from ndcg_spark._columns import EXCLUDED, FIGURES, HAS_JUDGEMENTS, ITEM, SEGMENT, both_sides_kept
 from ndcg_spark._counts import RowCount, counted
 from ndcg_spark._sql import ident, string_literal
 from ndcg_spark.errors import input_errors
-from ndcg_spark.options import EvaluationOptions, resolve
+from ndcg_spark.options import BEYOND_GLOBAL, BEYOND_PER_USER, EvaluationOptions, resolve
 
 #: The summary's figures per segment and k after ``k``, as the job's console and report show
 #: them: (column, header). Re-exported from the metric registry for the library's clients.
@@ -89,6 +89,11 @@ class EvaluationResult:
     rejected: Optional[Dict[str, DataFrame]] = None
     ranked_rows: Optional[RowCount] = None
     counts: Dict[str, RowCount] = field(default_factory=dict)
+    #: The beyond-accuracy metrics computed (per user, then global), in every output's order.
+    beyond: Tuple[str, ...] = ()
+    #: Per segment and k, the global beyond-accuracy figures; and the items the items table lacks.
+    _beyond_globals: Optional[DataFrame] = None
+    _unknown_items: Optional[DataFrame] = None
 
     @property
     def per_user(self) -> DataFrame:
@@ -96,6 +101,20 @@ class EvaluationResult:
         n_recommended, n_relevant (and the companion metrics when asked for)."""
         extra = [m.name for m in COMPANIONS] if self.options.companion_metrics else []
         columns = [*self.options.group_by, self.options.user_col, "k", *FIGURES, *extra]
+        per_user_beyond = [n for n in self.beyond if n in BEYOND_PER_USER]
+        if per_user_beyond:
+            # Every user with a list is scored beyond accuracy: one NDCG policies leave out keeps
+            # its row, its NDCG figures null.
+            scored_beyond = functools.reduce(operator.or_, [F.col(n).isNotNull() for n in per_user_beyond])
+            kept = functools.reduce(
+                operator.and_, both_sides_kept(), ~F.col(EXCLUDED) | (F.col("n_recommended") > 0) | scored_beyond
+            )
+            ndcg_figures = {"cg", "dcg", "idcg", "ndcg", *extra}
+            shown = [
+                F.when(~F.col(EXCLUDED), F.col(ident(c))).alias(c) if c in ndcg_figures else F.col(ident(c))
+                for c in columns
+            ]
+            return self._scored.filter(kept).select(*shown, *[F.col(n) for n in per_user_beyond])
         kept = functools.reduce(operator.and_, both_sides_kept(), ~F.col(EXCLUDED))
         return self._scored.filter(kept).select(*[F.col(ident(c)) for c in columns])
 
@@ -111,7 +130,18 @@ class EvaluationResult:
         """One row per segment and k (k ascending, the whole-list cutoff last): the number of
         users, mean NDCG with its 95% interval, mean DCG, std of NDCG, policy counts (and the
         companion metrics' means when asked for)."""
-        return _summary.summarize(self._scored, self.options)
+        rows = _summary.summarize(self._scored, self.options)
+        if not self.beyond:
+            return rows
+        return _beyond.summary(rows, self._scored, self._beyond_globals, self.beyond, self.options)
+
+    def unknown_items(self) -> Dict[str, int]:
+        """{"interactions_unknown_items": rows, "recommended_unknown_items": items}: what the items
+        table lacks, counted, never dropped in silence (0 without an items table; one small job)."""
+        if self._unknown_items is None:
+            return {"interactions_unknown_items": 0, "recommended_unknown_items": 0}
+        with input_errors():
+            return self._unknown_items.first().asDict()
 
     def row_accounting(self) -> Dict[str, int]:
         """Sums that account for the input rows that reached the metric (one small job).
@@ -167,6 +197,9 @@ def evaluate(
     options: Optional[EvaluationOptions] = None,
     *,
     user_attributes: Optional[DataFrame] = None,
+    interactions: Optional[DataFrame] = None,
+    items: Optional[DataFrame] = None,
+    baseline_recommendations: Optional[DataFrame] = None,
     **option_values: Any,
 ) -> EvaluationResult:
     """Per-user and mean NDCG@k of ranked recommendations against graded relevance.
@@ -181,6 +214,13 @@ def evaluate(
         What to compute and how; the defaults when omitted.
     user_attributes : DataFrame, optional
         One row per user with segment columns named in ``group_by`` (joined on the user column).
+    interactions : DataFrame, optional
+        What users did before the recommendations (user, item; repeats count): popularity,
+        each user's history and co-occurrence, for the beyond-accuracy metrics.
+    items : DataFrame, optional
+        The catalog: one row per item, with ``item_category_col`` and ``item_features_col`` when set.
+    baseline_recommendations : DataFrame, optional
+        Another model's recommendations, as ``recommendations`` are given: unexpectedness.
     **option_values
         Fields of :class:`EvaluationOptions` to set (over ``options``), e.g. ``k=[5, 10]``,
         ``gain="exponential"``, ``user_col="query"``, ``group_by=["model"]``.
@@ -210,7 +250,8 @@ def evaluate(
     [0.0, 0.6309]
     """
     opts = resolve(options, option_values)
-    return evaluate_counted(recommendations, counted(relevance), opts, user_attributes)
+    tables = _beyond.Tables(interactions, items, baseline_recommendations)
+    return evaluate_counted(recommendations, counted(relevance), opts, user_attributes, tables)
 
 
 def evaluate_counted(
@@ -218,6 +259,7 @@ def evaluate_counted(
     relevance: Tuple[DataFrame, RowCount],
     options: EvaluationOptions,
     user_attributes: Optional[DataFrame] = None,
+    tables: Optional[_beyond.Tables] = None,
 ) -> EvaluationResult:
     """:func:`evaluate` of a relevance table already counted (:func:`ndcg_spark._counts.counted`).
 
@@ -226,7 +268,7 @@ def evaluate_counted(
     """
     rows, recs_read = counted(_inputs.as_rows(recommendations, options))
     rel, rel_read = relevance
-    result = evaluate_rows(rows, rel, options, user_attributes)
+    result = evaluate_rows(rows, rel, options, user_attributes, tables)
     return replace(result, counts={"recommendations": recs_read, "relevance": rel_read})
 
 
@@ -235,6 +277,7 @@ def evaluate_rows(
     relevance: DataFrame,
     options: EvaluationOptions,
     user_attributes: Optional[DataFrame] = None,
+    tables: Optional[_beyond.Tables] = None,
 ) -> EvaluationResult:
     """:func:`evaluate` of recommendations already in the rows layout (:func:`ndcg_spark._inputs.as_rows`).
 
@@ -242,6 +285,8 @@ def evaluate_rows(
     the rows with :func:`ndcg_spark._inputs.reading_options`.
     """
     opts = _inputs.reading_options(options)
+    tables = tables or _beyond.Tables()
+    beyond = _beyond.asked(opts, tables)
     _inputs.check_segments(recommendations, user_attributes, opts)
     _inputs.check_tables(recommendations, relevance, opts)
     # Read before the row rules: a segment whose every row is set aside is still a segment.
@@ -258,17 +303,76 @@ def evaluate_rows(
     if served is not None:
         recs, rel = with_segment(recs, rel, served)
     ranked_rows = RowCount(recs, Observation())
-    scored = (
-        join_lists(
-            recs.transform(_ranking.ranked_lists, opts, ranked_rows),
-            rel.transform(_judged.judged_lists, opts),
-            opts,
+    lists = recs.transform(_ranking.ranked_lists, opts, ranked_rows)
+    judged = rel.transform(_judged.judged_lists, opts)
+    scored = join_lists(lists, judged, opts).transform(_scoring.score, opts).transform(_summary.with_exclusions, opts)
+    globals_ = unknown = None
+    if beyond:
+        item_type = recs.schema[ITEM].dataType
+        scored, globals_, unknown = beyond_accuracy(
+            scored, lists, judged, tables, item_type, beyond, user_attributes, relevance, opts
         )
-        .transform(_scoring.score, opts)
-        .transform(_summary.with_exclusions, opts)
-        .transform(_inputs.with_user_attributes, user_attributes, opts)
+    scored = scored.transform(_inputs.with_user_attributes, user_attributes, opts)
+    return EvaluationResult(
+        _scored=scored,
+        options=options,
+        rejected=rejected,
+        ranked_rows=ranked_rows,
+        beyond=beyond,
+        _beyond_globals=globals_,
+        _unknown_items=unknown,
     )
-    return EvaluationResult(_scored=scored, options=options, rejected=rejected, ranked_rows=ranked_rows)
+
+
+def beyond_accuracy(
+    scored: DataFrame,
+    lists: DataFrame,
+    judged: DataFrame,
+    tables: _beyond.Tables,
+    item_type: Any,
+    names: Tuple[str, ...],
+    user_attributes: Optional[DataFrame],
+    relevance: DataFrame,
+    opts: EvaluationOptions,
+) -> Tuple[DataFrame, Optional[DataFrame], DataFrame]:
+    """The scored rows with the per-user beyond-accuracy metrics (:mod:`ndcg_spark._beyond`), the
+    global figures per segment and k, and the count of items the items table lacks.
+
+    The lists and judged lists are the very frames NDCG reads, so Spark plans their shuffles once.
+    """
+    interactions = items = baseline = None
+    if tables.interactions is not None:
+        interactions = _beyond.interactions_rows(tables.interactions, item_type, opts)
+    if tables.items is not None:
+        items = _beyond.items_rows(tables.items, item_type, opts)
+    if tables.baseline is not None and "unexpectedness" in names:
+        # The baseline's lists as the recommendations' own: same ordering, tie-break and cut, per user.
+        alone = replace(opts, group_by=())
+        base = _inputs.as_rows(tables.baseline, alone)
+        _inputs.check_schema(base, "recommendations", alone)
+        base = _rules.guard_rows(base, "recommendations", alone)
+        narrowed = _inputs.narrow(base, relevance, alone)[0]
+        narrowed = narrowed.selectExpr(
+            *[c for c in narrowed.columns if c != ITEM],
+            f"CAST({ITEM} AS {item_type.simpleString()}) AS {ITEM}",
+        )
+        baseline = narrowed.transform(_ranking.ranked_lists, alone)
+    per_user = [n for n in names if n in BEYOND_PER_USER]
+    history = None
+    wants_history = {"unseen_share", "serendipity"} | ({"diversity"} if opts.similarity == "cooccurrence" else set())
+    if interactions is not None and wants_history & set(per_user):
+        history = _beyond.history_table(interactions, items, opts)
+    if per_user:
+        stats, totals = _beyond.item_table(interactions, items, opts)
+        metrics = _beyond.per_list(lists, judged, stats, totals, history, baseline, per_user, opts)
+        scored = _beyond.attach(scored, metrics, history, per_user, opts)
+    exposed_lists = _inputs.with_user_attributes(_beyond.unpacked(lists), user_attributes, opts)
+    exposed = _beyond.exposure(exposed_lists, opts)
+    globals_ = None
+    if any(n in BEYOND_GLOBAL for n in names):
+        flags = _beyond.catalog_flags(exposed, interactions, items)
+        globals_ = _beyond.global_figures(exposed, flags, names, opts)
+    return scored, globals_, _beyond.unknown_items(interactions, items, exposed)
 
 
 def with_segment(recs: DataFrame, rel: DataFrame, served: DataFrame) -> Tuple[DataFrame, DataFrame]:

@@ -34,6 +34,29 @@ DISCOUNTS = ("log2", "lenskit", "position")
 IDEALS = ("relevance", "candidates", "k_relevant")
 POSITIONS = ("renumber", "as_given")
 WHOLE_LIST_MEANINGS = ("list_length", "all_judged")
+SIMILARITIES = ("cooccurrence", "features", "category")
+COVERAGE_CATALOGS = ("catalog", "recommended_over_interactions", "interacted_over_interactions")
+COLD_ITEMS = ("once", "zero")
+NOVELTY_WEIGHTINGS = ("user", "recommendation")
+SHORT_LISTS = ("list_length", "k")
+WITHOUT_LIST = ("null", "scored")
+WITHOUT_BASELINE = ("unexpected", "expected")
+
+#: The beyond-accuracy metrics of each user's list (``per_user`` columns, ``mean_<name>`` in the summary).
+BEYOND_PER_USER = (
+    "novelty",
+    "surprisal",
+    "unseen_share",
+    "popularity",
+    "long_tail_share",
+    "diversity",
+    "category_diversity",
+    "serendipity",
+    "unexpectedness",
+)
+#: The beyond-accuracy figures of a whole segment and k (summary columns).
+BEYOND_GLOBAL = ("catalog_coverage", "distributional_coverage", "gini_index")
+BEYOND_METRICS = BEYOND_PER_USER + BEYOND_GLOBAL
 
 #: How the whole-list cutoff (``None`` in Python) is written in configs, flags and tables.
 WHOLE_LIST = "all"
@@ -262,6 +285,64 @@ negative_relevance, on_invalid_rows, cap_ideal_at_list_length
         "(the whole ranking against an ideal over every judged item, as trec_eval's ndcg).",
         WHOLE_LIST_MEANINGS,
     )
+    beyond_accuracy: Any = _opt(
+        False,
+        "Beyond-accuracy metrics at every k: true (every one the given interactions, items and baseline allow) "
+        f"or a list of names ({', '.join(BEYOND_METRICS)}).",
+    )
+    similarity: str = _opt(
+        "cooccurrence",
+        "Item similarity of diversity and serendipity: 'cooccurrence' (cosine over the interactions' users), "
+        "'features' (cosine of item_features_col) or 'category' (1 for the same item_category_col, else 0).",
+        SIMILARITIES,
+    )
+    head_share: float = _opt(
+        0.2, "Share of all interactions the head's most popular items reach (long_tail_share counts the rest)."
+    )
+    item_category_col: Optional[str] = _opt(None, "Category column of the items table (category_diversity).")
+    item_features_col: Optional[str] = _opt(
+        None, "Feature vector column (array of doubles) of the items table (similarity = 'features')."
+    )
+    max_history: int = _opt(
+        1000,
+        "Most distinct items one user's interactions may hold under similarity = 'cooccurrence' (its pairs grow "
+        "with the square); a longer history stops the run naming the user.",
+    )
+    coverage_catalog: str = _opt(
+        "catalog",
+        "catalog_coverage: 'catalog' (recommended items of the catalog over the catalog: the items table, else the "
+        "items of interactions and lists), 'recommended_over_interactions' (Recommenders) or "
+        "'interacted_over_interactions' (RePlay).",
+        COVERAGE_CATALOGS,
+    )
+    cold_items: str = _opt(
+        "once",
+        "An item in no interaction: 'once' counts it interacted once (novelty), 'zero' adds 0 to novelty "
+        "(Recommenders).",
+        COLD_ITEMS,
+    )
+    novelty_weighting: str = _opt(
+        "user",
+        "mean_novelty: the mean of the users' means ('user'), or weighted by recommendation (Recommenders).",
+        NOVELTY_WEIGHTINGS,
+    )
+    short_lists: str = _opt(
+        "list_length",
+        "A list shorter than k: shares and means divide by its length within k ('list_length'), or by k ('k', "
+        "RePlay's Surprisal, Unexpectedness and CategoricalDiversity; unseen_share keeps the length).",
+        SHORT_LISTS,
+    )
+    without_list: str = _opt(
+        "null",
+        "unseen_share of a user without a list: 'null', or 'scored' as RePlay's Novelty (1.0 with interactions, "
+        "null without).",
+        WITHOUT_LIST,
+    )
+    without_baseline: str = _opt(
+        "unexpected",
+        "unexpectedness of a user the baseline has no list for: 'unexpected' (1.0) or 'expected' (0.0, RePlay).",
+        WITHOUT_BASELINE,
+    )
     convention: Optional[str] = _opt(
         None,
         "Preset of every convention switch from one library (spark, trec_eval, ir_measures, sklearn, torchmetrics, "
@@ -309,6 +390,17 @@ negative_relevance, on_invalid_rows, cap_ideal_at_list_length
             if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
                 raise ConfigError(f"relevance_threshold must be a number, got {threshold!r}")
             object.__setattr__(self, "relevance_threshold", float(threshold))
+        object.__setattr__(self, "beyond_accuracy", _beyond_names(self.beyond_accuracy))
+        share = _number(self.head_share, "head_share")
+        if not 0.0 < share <= 1.0:
+            raise ConfigError(f"head_share must be above 0 and at most 1, got {self.head_share!r}")
+        object.__setattr__(self, "head_share", share)
+        for name in ("item_category_col", "item_features_col"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ConfigError(f"{name} must be a non-empty column name, got {value!r}")
+        if isinstance(self.max_history, bool) or not isinstance(self.max_history, int) or self.max_history < 2:
+            raise ConfigError(f"max_history must be an integer >= 2, got {self.max_history!r}")
         if self.user_col == self.item_col:
             raise ConfigError("user_col and item_col must be different columns")
         if self.user_col in self.group_by:
@@ -363,6 +455,43 @@ def check_known_keys(values: Iterable[str], known: Iterable[str], what: str) -> 
             close = difflib.get_close_matches(key, known, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else f"; valid keys: {', '.join(known)}"
             raise ConfigError(f"unknown {what} {key!r}{hint}")
+
+
+def _number(value: Any, name: str) -> float:
+    """A finite number as written (``0.2`` or ``"0.2"``)."""
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise ConfigError(f"{name} must be a number, got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(f"{name} must be a number, got {value!r}")
+    return float(value)
+
+
+def _beyond_names(value: Any) -> Any:
+    """``beyond_accuracy`` as True, False or a sorted tuple of known metric names.
+
+    Written ``true``/``false`` or ``"novelty,diversity"`` (a flag's text) or a list of names.
+    """
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in ("true", "false"):
+            return text == "true"
+        value = [v.strip() for v in text.split(",") if v.strip()]
+    if isinstance(value, bool):
+        return value
+    names = list(value or ()) if isinstance(value, (list, tuple)) else None
+    if names is None or any(not isinstance(n, str) for n in names):
+        raise ConfigError(f"beyond_accuracy must be true, false or a list of metric names, got {value!r}")
+    for name in names:
+        if name not in BEYOND_METRICS:
+            close = difflib.get_close_matches(name, BEYOND_METRICS, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; known: {', '.join(BEYOND_METRICS)}"
+            raise ConfigError(f"unknown beyond-accuracy metric {name!r}{hint}")
+    if not names:
+        return False
+    return tuple(n for n in BEYOND_METRICS if n in names)
 
 
 def _column_names(value: Any) -> Tuple[str, ...]:

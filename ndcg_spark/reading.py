@@ -37,7 +37,7 @@ from ndcg_spark.errors import (
 from ndcg_spark.options import EvaluationOptions
 
 FORMATS = ("parquet", "csv", "json", "orc", "trec")
-ROLES = ("recommendations", "relevance", "user_attributes")
+ROLES = ("recommendations", "relevance", "user_attributes", "interactions", "items", "baseline_recommendations")
 #: TREC columns, in file order, with the option naming each (None: a fixed name) and its type.
 TREC_RUN = (("user_col", "qid", "string"), (None, "q0", "string"), ("item_col", "docno", "string"),
             (None, "rank", "int"), ("score_col", "score", "double"), (None, "tag", "string"))  # fmt: skip
@@ -68,7 +68,7 @@ def read_table(
         Format of a path. CSV has a header row, the same in every file of a folder; JSON has one
         object per line; ``trec`` is a TREC run (role ``recommendations``) or qrels file (role
         ``relevance``).
-    role : {"recommendations", "relevance", "user_attributes"}
+    role : {"recommendations", "relevance", "user_attributes", "interactions", "items", "baseline_recommendations"}
         Which table this is: it decides the numeric columns of CSV and JSON, and the TREC layout.
     schema : str, optional
         Column types in Spark's DDL, e.g. ``"user_id int, score double"``: the columns named are
@@ -110,8 +110,9 @@ def read_table(
         raise ConfigError(f"format = {format!r} is not one of {', '.join(FORMATS)}")
     if role not in ROLES:
         raise ConfigError(f"role = {role!r} is not one of {', '.join(ROLES)}")
-    if format == "trec" and role == "user_attributes":
-        raise ConfigError("the trec format reads a run (recommendations) or qrels (relevance), not user attributes")
+    if format == "trec" and role in ("user_attributes", "interactions", "items"):
+        what = role.replace("_", " ")
+        raise ConfigError(f"the trec format reads a run (recommendations) or qrels (relevance), not {what}")
     label = label or role.replace("_", " ")
     types = parse_schema(schema, label, spark)
     is_path = "/" in source or "://" in source or os.path.exists(source)
@@ -120,7 +121,13 @@ def read_table(
         if not is_path:
             df = spark.read.table(source)
         elif format == "trec":
-            df = _read_trec(spark, source, TREC_RUN if role == "recommendations" else TREC_QRELS, opts, label)
+            df = _read_trec(
+                spark,
+                source,
+                TREC_RUN if role in ("recommendations", "baseline_recommendations") else TREC_QRELS,
+                opts,
+                label,
+            )
         else:
             df = _reader(spark, format).load(source)
             if format == "csv":
@@ -149,7 +156,7 @@ def read_table(
 
 def numeric_columns(role: str, opts: EvaluationOptions) -> List[str]:
     """The columns of a table that hold numbers: the score or rank, or the relevance."""
-    if role == "recommendations":
+    if role in ("recommendations", "baseline_recommendations"):
         return [opts.rank_col] if opts.rank_col else [opts.score_col]
     return [opts.relevance_col] if role == "relevance" else []
 

@@ -30,6 +30,7 @@ LONGEST_FIRST = (
     "test_validation.py",
     "test_publish.py",
     "test_benchmark_smoke.py",
+    "test_beyond_peers.py",
     "test_segments.py",
     "test_unattended.py",
     "test_tables.py",

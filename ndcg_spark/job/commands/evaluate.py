@@ -78,9 +78,15 @@ def _evaluate(spark, config: EvaluateConfig, stage: Stage, runs: Runs) -> RunRes
     if config.inputs.user_attributes:
         attributes = read_input(spark, config, "user_attributes")
     opts = config.options
+    # The beyond-accuracy inputs, those given.
+    beyond = {
+        role: read_input(spark, config, role)
+        for role in ("interactions", "items", "baseline_recommendations")
+        if getattr(config.inputs, role)
+    }
     # The rows read are counted on the evaluation's own pass over each table, not by a pass of
     # their own (ALS's 'array' layout as the rows it holds): evaluation.input_rows().
-    evaluation = evaluate(recs, rel, opts, user_attributes=attributes).persist()
+    evaluation = evaluate(recs, rel, opts, user_attributes=attributes, **beyond).persist()
     # Each output's plan built once (the cached frame is the one computation they share).
     per_user, summary = evaluation.per_user, evaluation.summary
     part = config.output.partition

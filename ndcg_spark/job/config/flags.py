@@ -16,7 +16,16 @@ from ndcg_spark.errors import ConfigError
 from ndcg_spark.job.config.settings import COMPARE, EVALUATE, HISTORY, Setting, settings_of
 
 #: Config keys holding paths: written ./x or ../x in a file, they are relative to the file.
-PATH_KEYS = ("recommendations", "relevance", "output", "user_attributes", "candidate")
+PATH_KEYS = (
+    "recommendations",
+    "relevance",
+    "output",
+    "user_attributes",
+    "candidate",
+    "interactions",
+    "items",
+    "baseline_recommendations",
+)
 
 DESCRIPTIONS = {
     EVALUATE: "Per-user and mean NDCG@k of recommendations against graded relevance, on Spark. "

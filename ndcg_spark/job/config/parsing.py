@@ -35,13 +35,22 @@ class Inputs:
     recommendations: str
     relevance: str
     user_attributes: Optional[str] = None
+    interactions: Optional[str] = None
+    items: Optional[str] = None
+    baseline_recommendations: Optional[str] = None
     format: str = "parquet"
     recommendations_format: Optional[str] = None
     relevance_format: Optional[str] = None
     user_attributes_format: Optional[str] = None
+    interactions_format: Optional[str] = None
+    items_format: Optional[str] = None
+    baseline_recommendations_format: Optional[str] = None
     recommendations_schema: Optional[str] = None
     relevance_schema: Optional[str] = None
     user_attributes_schema: Optional[str] = None
+    interactions_schema: Optional[str] = None
+    items_schema: Optional[str] = None
+    baseline_recommendations_schema: Optional[str] = None
 
     def __post_init__(self) -> None:
         for name in ("recommendations", "relevance"):

@@ -128,6 +128,9 @@ _EXAMPLES = {
     "recommendations": "user_id int, item_id int, score double",
     "relevance": "user_id int, item_id int, relevance double",
     "user_attributes": "user_id int, country string",
+    "interactions": "user_id int, item_id int",
+    "items": "item_id int, category string",
+    "baseline_recommendations": "user_id int, item_id int, score double",
 }
 _ROLES = [
     (
@@ -210,6 +213,11 @@ JOB_SETTINGS: Tuple[Setting, ...] = (
     Setting("mlflow_tracking_uri", "MLflow tracking store (default: MLflow's own, MLFLOW_TRACKING_URI).",
             name_or_uri, record=redact),
     Setting("user_attributes", "Path or table with one row per user and segment columns for group_by."),
+    Setting("interactions", "Path or table of what users did before the recommendations (user, item): "
+            "popularity, history and co-occurrence of the beyond-accuracy metrics."),
+    Setting("items", "Path or table of the catalog (item; item_category_col, item_features_col) for the "
+            "beyond-accuracy metrics."),
+    Setting("baseline_recommendations", "Path or table of another model's recommendations (unexpectedness)."),
     # A Spark Connect URL may carry a token: recorded without it, never sent to a tracking server.
     Setting("remote", "Spark Connect URL, e.g. sc://host:15002/;token=... (instead of a local Spark).",
             commands=(*RUNS, HISTORY), record=redact, tracked=False),

@@ -11,6 +11,7 @@ from urllib.parse import urlparse
 
 from ndcg_spark.errors import ConfigError
 from ndcg_spark.job.config.targets import shown
+from ndcg_spark.reading import ROLES
 from ndcg_spark.spark_support import is_connect
 
 
@@ -18,7 +19,7 @@ def input_paths(spark, config) -> Dict[str, str]:
     """The input tables given as paths (not catalog tables), qualified as the output is; one whose
     file system cannot be reached is left out (reading it says why, exit 3)."""
     inputs = config.inputs
-    named = [(role, getattr(inputs, role)) for role in ("recommendations", "relevance", "user_attributes")]
+    named = [(role, getattr(inputs, role)) for role in ROLES]
     named += [("candidate", path) for path in getattr(config, "candidates", ())]
     paths = {}
     for role, value in named:
@@ -48,7 +49,7 @@ def check_connect(spark, config) -> None:
     if not (is_connect(spark) if spark is not None else config.remote):
         return
     inputs, output = config.inputs, config.output.path
-    paths = [(key, getattr(inputs, key)) for key in ("recommendations", "relevance", "user_attributes")]
+    paths = [(key, getattr(inputs, key)) for key in ROLES]
     paths += [("candidate", path) for path in getattr(config, "candidates", ())] + [("output", output)]
     if output is None:  # catalog tables: written and read by the server alone
         paths.pop()
