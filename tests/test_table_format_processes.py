@@ -1,5 +1,5 @@
 """Iceberg and Delta tables in processes of their own: SIGKILLs at each commit of a publish, and
-a run over Spark Connect (issue 55). A file apart from ``tests/test_table_formats.py`` so that
+a run over Spark Connect. A file apart from ``tests/test_table_formats.py`` so that
 pytest-xdist runs its JVMs beside that file's in-process tests (``--dist loadfile``).
 """
 

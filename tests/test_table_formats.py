@@ -1,4 +1,4 @@
-"""Results in Iceberg and Delta tables, on the formats' official jars (issue 55).
+"""Results in Iceberg and Delta tables, on the formats' official jars.
 
 Each setup of :mod:`tests.formats` is a session as a team configures it: Iceberg's
 ``SparkSessionCatalog`` over a Hive metastore with Iceberg's hadoop catalog ``lake`` beside it,
