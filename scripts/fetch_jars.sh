@@ -5,8 +5,9 @@
 #   scripts/fetch_jars.sh            # both lines
 #   scripts/fetch_jars.sh spark35    # one line
 #
-# A jar already in .jars/ is not fetched again, so a second run needs no network. Maven's own
-# cache (~/.m2) is kept inside .jars/m2 too, for the same reason on a clean machine.
+# A jar already in .jars/ is not fetched again, so a second run needs no network. Each jar comes
+# straight from Maven Central's repository layout and is checked against the SHA-1 published
+# beside it: no Maven run, so a clean checkout fetches six files, not Maven's plugins first.
 #
 # Each jar is copied alone (no transitive resolution): Spark already ships what the runtimes
 # need (Scala, antlr4-runtime, Jackson, Hadoop, Parquet), and a second copy of any of those on
@@ -28,19 +29,28 @@ SPARK41=(
   io.delta:delta-storage:4.2.0
 )
 
+CENTRAL=${MAVEN_CENTRAL:-https://repo1.maven.org/maven2}
+
 fetch() {
   local line=$1
   shift
   local dir=".jars/$line"
   mkdir -p "$dir"
-  local coordinate group artifact version jar
+  local coordinate group artifact version jar url sum
   for coordinate in "$@"; do
     IFS=: read -r group artifact version <<<"$coordinate"
     jar="$dir/$artifact-$version.jar"
     [[ -s $jar ]] && continue
-    mvn -q -B -Dmaven.repo.local="$PWD/.jars/m2" dependency:copy \
-      -Dartifact="$coordinate" -DoutputDirectory="$dir" -Dmdep.overWriteReleases=false >&2
-    [[ -s $jar ]] || { echo "fetch_jars: $coordinate did not arrive in $dir" >&2; exit 1; }
+    url="$CENTRAL/${group//.//}/$artifact/$version/$artifact-$version.jar"
+    curl -fsSL --retry 3 -o "$jar.part" "$url" \
+      || { echo "fetch_jars: $coordinate could not be fetched from $url" >&2; rm -f "$jar.part"; exit 1; }
+    sum=$(curl -fsSL --retry 3 "$url.sha1" | cut -c1-40)
+    if [[ $(sha1sum "$jar.part" | cut -c1-40) != "$sum" ]]; then
+      echo "fetch_jars: $coordinate does not match its published SHA-1" >&2
+      rm -f "$jar.part"
+      exit 1
+    fi
+    mv "$jar.part" "$jar"
   done
 }
 
