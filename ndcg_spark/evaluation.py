@@ -35,7 +35,7 @@ from pyspark.sql import functions as F
 
 from ndcg_spark import _inputs, _judged, _metrics, _ranking, _rules, _scoring, _summary
 from ndcg_spark._beyond.columns import unpacked as segments_unpacked
-from ndcg_spark._beyond.exposure import catalog_flags, exposure, global_figures
+from ndcg_spark._beyond.exposure import catalog_flags, exposure, exposure_curve, global_figures
 from ndcg_spark._beyond.means import summary as beyond_summary
 from ndcg_spark._beyond.novelty import item_table
 from ndcg_spark._beyond.per_user import attach, per_list
@@ -102,6 +102,8 @@ class EvaluationResult:
     #: Per segment and k, the global beyond-accuracy figures; and the items the items table lacks.
     _beyond_globals: Optional[DataFrame] = None
     _unknown_items: Optional[DataFrame] = None
+    #: The exposure curve at the largest k (with beyond accuracy and interactions).
+    _exposure_curve: Optional[DataFrame] = None
 
     @property
     def per_user(self) -> DataFrame:
@@ -129,9 +131,13 @@ class EvaluationResult:
     def every_user(self) -> DataFrame:
         """Every (segment, user, k), those the exclusion policies leave out too: segment columns,
         user, ``k``, ``ndcg``, ``n_recommended``, ``n_relevant`` and ``has_relevance`` (whether
-        the user has relevance rows), the counts the policies read (as :func:`compare` pairs them)."""
+        the user has relevance rows), the counts the policies read (as :func:`compare` pairs them);
+        then each per-user beyond-accuracy metric computed."""
         keys = [*self.options.group_by, self.options.user_col, "k", "ndcg", "n_recommended", "n_relevant"]
-        return self._scored.select(*[F.col(ident(c)) for c in keys], F.col(HAS_JUDGEMENTS).alias("has_relevance"))
+        beyond = [F.col(n) for n in self.beyond if n in BEYOND_PER_USER]
+        return self._scored.select(
+            *[F.col(ident(c)) for c in keys], F.col(HAS_JUDGEMENTS).alias("has_relevance"), *beyond
+        )
 
     @property
     def summary(self) -> DataFrame:
@@ -150,6 +156,14 @@ class EvaluationResult:
             return {"interactions_unknown_items": 0, "recommended_unknown_items": 0}
         with input_errors():
             return self._unknown_items.first().asDict()
+
+    def exposure_curve(self) -> Optional[DataFrame]:
+        """The report's exposure curve at the largest k, catalog-wide: the catalog's items by
+        popularity rank in the interactions, in at most 100 bins, each with ``bin``,
+        ``first_rank``, ``last_rank``, ``items``, ``exposure_share`` (of the recommendations
+        within k) and ``interaction_share`` (:func:`ndcg_spark._beyond.exposure.exposure_curve`);
+        None without beyond accuracy or without interactions."""
+        return self._exposure_curve
 
     def row_accounting(self) -> Dict[str, int]:
         """Sums that account for the input rows that reached the metric (one small job).
@@ -339,10 +353,10 @@ def evaluate_rows(
     lists = recs.transform(_ranking.ranked_lists, opts, ranked_rows)
     judged = rel.transform(_judged.judged_lists, opts)
     scored = join_lists(lists, judged, opts).transform(_scoring.score, opts).transform(_summary.with_exclusions, opts)
-    globals_ = unknown = None
+    globals_ = unknown = curve = None
     if beyond:
         item_type = recs.schema[ITEM].dataType
-        scored, globals_, unknown = beyond_accuracy(
+        scored, globals_, unknown, curve = beyond_accuracy(
             scored, lists, judged, tables, item_type, beyond, user_attributes, relevance, opts
         )
     scored = scored.transform(_inputs.with_user_attributes, user_attributes, opts)
@@ -354,6 +368,7 @@ def evaluate_rows(
         beyond=beyond,
         _beyond_globals=globals_,
         _unknown_items=unknown,
+        _exposure_curve=curve,
     )
 
 
@@ -367,9 +382,10 @@ def beyond_accuracy(
     user_attributes: Optional[DataFrame],
     relevance: DataFrame,
     opts: EvaluationOptions,
-) -> Tuple[DataFrame, Optional[DataFrame], DataFrame]:
+) -> Tuple[DataFrame, Optional[DataFrame], DataFrame, Optional[DataFrame]]:
     """The scored rows with the per-user beyond-accuracy metrics (:mod:`ndcg_spark._beyond`), the
-    global figures per segment and k, and the count of items the items table lacks.
+    global figures per segment and k, the count of items the items table lacks, and the exposure
+    curve at the largest k (None without interactions).
 
     The lists and judged lists are the very frames NDCG reads, so Spark plans their shuffles once.
     """
@@ -401,11 +417,13 @@ def beyond_accuracy(
         scored = attach(scored, metrics, history, per_user, opts)
     exposed_lists = _inputs.with_user_attributes(segments_unpacked(lists), user_attributes, opts)
     exposed = exposure(exposed_lists, opts)
-    globals_ = None
+    globals_ = curve = None
     if any(n in BEYOND_GLOBAL for n in names):
         flags = catalog_flags(exposed, interactions, items)
         globals_ = global_figures(exposed, flags, names, opts)
-    return scored, globals_, beyond_unknown_items(interactions, items, exposed)
+    if interactions is not None:
+        curve = exposure_curve(exposed, catalog_flags(exposed, interactions, items), interactions, opts.largest_k)
+    return scored, globals_, beyond_unknown_items(interactions, items, exposed), curve
 
 
 def with_segment(recs: DataFrame, rel: DataFrame, served: DataFrame) -> Tuple[DataFrame, DataFrame]:

@@ -61,6 +61,10 @@ def test_gates_hold_a_beyond_accuracy_figure_and_refuse_one_the_run_cannot_give(
     held = run([*args, "--output", str(tmp_path / "a"), "--fail-below", "catalog_coverage@2:0.9,novelty@2:1.5"])
     assert held == EXIT_OK
     assert f"quality gate passed: mean novelty@2 = {mean_novelty:.6f} is at least 1.5" in capsys.readouterr().out
+    # The report draws catalog coverage against k and the exposure curve (catalog a, b, c ranked a, b, c).
+    page = (tmp_path / "a" / "report.html").read_text()
+    assert 'id="coverage-curve"' in page and 'id="exposure-curve"' in page
+    assert "share of interactions, ranks 3-3 (1 items): 0.0000" in page
     failed = run([*args, "--output", str(tmp_path / "b"), "--fail-below", "2:0.1,novelty@2:3"])
     assert failed == EXIT_QUALITY_GATE
     err = capsys.readouterr().err.strip().splitlines()

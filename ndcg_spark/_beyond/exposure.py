@@ -107,3 +107,55 @@ def global_figures(exposed: DataFrame, flags: DataFrame, names: Sequence[str], o
     return rows.groupBy(*[F.col(c) for c in segments], F.col("k")).agg(
         *[F.expr(f"CAST({figures[n]} AS DOUBLE)").alias(n) for n in wanted]
     )
+
+
+#: The most points of the report's exposure curve: popularity ranks are put in at most this many bins.
+CURVE_BINS = 100
+
+
+def exposure_curve(exposed: DataFrame, flags: DataFrame, interactions: DataFrame, k: Optional[int]) -> DataFrame:
+    """The exposure curve at cutoff ``k``, catalog-wide (every segment's lists together): the
+    catalog's items ranked by popularity in the interactions (rows, most first; ties by item
+    ascending; a cold item has 0), the ranks cut in at most :data:`CURVE_BINS` equal bins, and
+    per bin its ranks, items, share of the recommendations within k (``exposure_share``) and
+    share of the interactions (``interaction_share``).
+
+    At most :data:`CURVE_BINS` rows, whatever the catalog's size: what the report draws. The
+    ranking is one window over the catalog's items (one row each, never per user).
+
+    ``exposed``: :func:`exposure`; ``flags``: :func:`catalog_flags` (the catalog: the items
+    table, else the items of the interactions and of the lists); ``interactions``: the checked
+    (user, ``ITEM``) rows.
+    """
+    at_k = exposed.filter(F.col("k").eqNullSafe(F.lit(k))).groupBy(ITEM).agg(F.sum(COUNT).alias(COUNT))
+    popularity = interactions.groupBy(ITEM).agg(F.count(F.lit(1)).alias("__nb_pop"))
+    catalog = flags.filter("__nb_in_catalog").select(ITEM).unionByName(at_k.select(ITEM)).distinct()
+    ranked = (
+        catalog.join(popularity, on=ITEM, how="left")
+        .join(at_k, on=ITEM, how="left")
+        .selectExpr(
+            "coalesce(__nb_pop, 0L) AS __nb_pop",
+            f"coalesce({COUNT}, 0L) AS {COUNT}",
+            f"row_number() OVER (ORDER BY coalesce(__nb_pop, 0L) DESC, {ITEM} ASC) AS rank",
+        )
+        .selectExpr(
+            "*",
+            "count(1) OVER () AS __nb_items",
+            f"sum({COUNT}) OVER () AS __nb_exposure",
+            "sum(__nb_pop) OVER () AS __nb_rows",
+        )
+    )
+    bin_of = f"CAST(floor((rank - 1) * {CURVE_BINS} / __nb_items) AS INT)"
+    return (
+        ranked.selectExpr("*", f"{bin_of} AS bin")
+        .groupBy("bin")
+        .agg(
+            F.min("rank").alias("first_rank"),
+            F.max("rank").alias("last_rank"),
+            F.count(F.lit(1)).alias("items"),
+            F.expr(f"CAST(sum({COUNT}) AS DOUBLE) / nullif(first(__nb_exposure), 0)").alias("exposure_share"),
+            F.expr("CAST(sum(__nb_pop) AS DOUBLE) / nullif(first(__nb_rows), 0)").alias("interaction_share"),
+        )
+        .coalesce(1)
+        .sortWithinPartitions("bin")
+    )
