@@ -8,8 +8,8 @@ what the items table lacks (counted, never dropped silently).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Collection, Optional, Sequence, Tuple
+from dataclasses import dataclass, replace
+from typing import Collection, List, Optional, Sequence, Tuple
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -17,6 +17,7 @@ from pyspark.sql import types as T
 
 from ndcg_spark._beyond.columns import CATEGORY, FEATURES
 from ndcg_spark._columns import ITEM
+from ndcg_spark._rules import RowRule, key_text, recommendation_rules
 from ndcg_spark._sql import ident, string_literal
 from ndcg_spark.errors import COLUMN_TYPE, MISSING_COLUMN, TYPES_DIFFER, ConfigError, InputDataError, input_check
 from ndcg_spark.options import BEYOND_METRICS, EvaluationOptions
@@ -145,6 +146,17 @@ def _null_rule(df: DataFrame, table: str, columns: Sequence[str], key: str) -> D
     return df.filter(input_check(f"{problem} IS NOT NULL", f"concat({problem}, {key})"))
 
 
+def _check_features_type(df: DataFrame, opts: EvaluationOptions) -> None:
+    kind = df.schema[opts.item_features_col].dataType
+    numeric = (T.FloatType, T.DoubleType, T.IntegerType, T.LongType, T.ShortType, T.ByteType, T.DecimalType)
+    if not (isinstance(kind, T.ArrayType) and isinstance(kind.elementType, numeric)):
+        raise InputDataError(
+            f"items column {opts.item_features_col!r} has type {kind.simpleString()}; accepted: an array of numbers",
+            condition=COLUMN_TYPE,
+            parameters={"table": "items", "column": opts.item_features_col, "type": kind.simpleString()},
+        )
+
+
 def interactions_rows(df: DataFrame, item_type: T.DataType, opts: EvaluationOptions) -> DataFrame:
     """The interactions as (user, ``ITEM``) rows, every row kept (repeats count as popularity);
     a null user or item stops the run."""
@@ -168,14 +180,7 @@ def items_rows(df: DataFrame, item_type: T.DataType, opts: EvaluationOptions) ->
         needed.append((opts.item_features_col, "item_features_col"))
     _check_columns(df, "items", needed)
     if opts.item_features_col:
-        kind = df.schema[opts.item_features_col].dataType
-        numeric = (T.FloatType, T.DoubleType, T.IntegerType, T.LongType, T.ShortType, T.ByteType, T.DecimalType)
-        if not (isinstance(kind, T.ArrayType) and isinstance(kind.elementType, numeric)):
-            raise InputDataError(
-                f"items column {opts.item_features_col!r} has type {kind.simpleString()}; accepted: an array of numbers",
-                condition=COLUMN_TYPE,
-                parameters={"table": "items", "column": opts.item_features_col, "type": kind.simpleString()},
-            )
+        _check_features_type(df, opts)
     item = ident(opts.item_col)
     key = f"concat({string_literal(opts.item_col + '=')}, coalesce(CAST({item} AS STRING), 'null'))"
     rows = _null_rule(df, "items", [opts.item_col], key)
@@ -228,3 +233,84 @@ def unknown_items(interactions: Optional[DataFrame], items: Optional[DataFrame],
             F.count(F.lit(1)).alias("interactions_unknown_items")
         )
     return inter_unknown.crossJoin(listed_unknown)
+
+
+# ----------------------------------------------------------------------------- validate's rules
+
+
+def row_rules(table: str, opts: EvaluationOptions) -> List[RowRule]:
+    """The row rules of a beyond-accuracy table, as ``validate`` counts them (``evaluate`` stops at
+    the first row at fault by the same rules: :func:`interactions_rows`, :func:`items_rows`).
+
+    ``interactions``: a null user or item. ``items``: a null item, an item listed twice, a
+    feature vector that is null, holds a null or a NaN, or differs in length from the table's
+    longest. ``baseline_recommendations``: the recommendations' own rules.
+    """
+    user, item = ident(opts.user_col), ident(opts.item_col)
+    if table == "baseline_recommendations":
+        return [replace(r, table=table) for r in recommendation_rules(replace(opts, group_by=()))]
+    rules = [RowRule("null_item", table, opts.item_col, "is null", f"{item} IS NULL")]
+    if table == "interactions":
+        return [RowRule("null_user", table, opts.user_col, "is null", f"{user} IS NULL"), *rules]
+    rules.append(
+        RowRule(
+            "duplicate_item",
+            table,
+            opts.item_col,
+            "lists an item more than once",
+            f"coalesce(count(1) OVER (PARTITION BY {item}) > 1, false) AND {item} IS NOT NULL",
+            by_group=True,
+        )
+    )
+    if opts.item_features_col:
+        f = ident(opts.item_features_col)
+        rules += [
+            RowRule("null_features", table, opts.item_features_col, "is null", f"{f} IS NULL"),
+            RowRule(
+                "bad_features",
+                table,
+                opts.item_features_col,
+                "holds a null or NaN",
+                f"coalesce(exists({f}, x -> x IS NULL OR isnan(CAST(x AS DOUBLE))), false)",
+            ),
+            RowRule(
+                "features_length",
+                table,
+                opts.item_features_col,
+                "differs in length from the longest vector of the table",
+                f"coalesce(size({f}) <> max(size({f})) OVER (), false) AND {f} IS NOT NULL",
+                by_group=True,
+            ),
+        ]
+    return rules
+
+
+def row_key(table: str, opts: EvaluationOptions) -> str:
+    """SQL text naming a row of a beyond-accuracy table: its item (items), else its user and item."""
+    if table != "items":
+        return key_text(opts)
+    return f"concat({string_literal(opts.item_col + '=')}, coalesce(CAST({ident(opts.item_col)} AS STRING), 'null'))"
+
+
+def check_schema(df: DataFrame, table: str, opts: EvaluationOptions) -> None:
+    """The columns a beyond-accuracy table must have under ``opts`` (and the features' type), as
+    :func:`interactions_rows` and :func:`items_rows` check them."""
+    needed = [(opts.item_col, "item_col")]
+    if table in ("interactions", "baseline_recommendations"):
+        needed.insert(0, (opts.user_col, "user_col"))
+    if table == "items":
+        needed += [(c, n) for c, n in ((opts.item_category_col, "item_category_col"),
+                                       (opts.item_features_col, "item_features_col")) if c]  # fmt: skip
+    _check_columns(df, table, needed)
+    if table == "items" and opts.item_features_col:
+        _check_features_type(df, opts)
+
+
+def unknown_rows(df: DataFrame, items: DataFrame, opts: EvaluationOptions, distinct: bool) -> int:
+    """How many rows of ``df`` (``distinct``: how many distinct items) name an item the items
+    table lacks (a null item is a row rule's, not counted here)."""
+    known = items.select(F.col(ident(opts.item_col)).alias(ITEM)).filter(F.col(ITEM).isNotNull())
+    named = df.select(F.col(ident(opts.item_col)).alias(ITEM)).filter(F.col(ITEM).isNotNull())
+    if distinct:
+        named = named.distinct()
+    return named.join(known, on=ITEM, how="left_anti").count()
