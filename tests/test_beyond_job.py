@@ -71,12 +71,20 @@ def test_gates_hold_a_beyond_accuracy_figure_and_refuse_one_the_run_cannot_give(
     assert f"quality gate failed: mean novelty@2 = {mean_novelty:.6f} is below 3.0 (outputs were written)" in err[-1]
     import json
 
-    recorded = json.loads((tmp_path / "b" / "summary.json").read_text())["quality_gates"]
+    manifest = json.loads((tmp_path / "b" / "summary.json").read_text())
+    recorded = manifest["quality_gates"]
     assert [(g["gate"], g.get("metric"), g["passed"]) for g in recorded] == [
         ("2:0.1", None, True),
         ("novelty@2:3", "novelty", False),
     ]
     assert recorded[1]["mean_novelty"] == pytest.approx(mean_novelty, abs=1e-12)
+    # Read back (history, the report of a published run): the figure and its value as recorded.
+    from ndcg_spark.job.gates.wording import gate_lines
+    from ndcg_spark.job.result import RunResult, gates_summary
+
+    again = RunResult.from_json(manifest)
+    assert gates_summary(again) == "failed: floor:novelty@2"
+    assert gate_lines(again)[1] == (False, f"quality gate failed: mean novelty@2 = {mean_novelty:.6f} is below 3.0")
     refused = {
         "gini_index@2:0.5": "cannot hold gini_index: it measures concentration (lower is better)",
         "diversity@2:0.5": "names diversity, which this run does not compute",

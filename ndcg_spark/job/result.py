@@ -391,7 +391,8 @@ class RunResult:
 
 def gates_summary(result: RunResult) -> str:
     """A run's gates in a few words, as ``history`` shows them: ``-`` (none set), ``passed``, or
-    ``failed:`` and which (``floor@10``, ``drop@10 of model=a``, ``worse@10``).
+    ``failed:`` and which (``floor@10``, ``drop@10 of model=a``, ``worse@10``; a gate on a
+    beyond-accuracy figure names it: ``floor:novelty@10``).
 
     Examples
     --------
@@ -401,8 +402,12 @@ def gates_summary(result: RunResult) -> str:
     """
     if not result.gated:
         return "-"
-    failed = [f"{c.kind}@{k_label(c.k)}{of_segment(c)}" for c in result.failed]
+    failed = [f"{c.kind}{_metric_text(c)}@{k_label(c.k)}{of_segment(c)}" for c in result.failed]
     return "failed: " + ", ".join(failed) if failed else "passed"
+
+
+def _metric_text(c: Checked) -> str:
+    return "" if c.gate.metric == NDCG else f":{c.gate.metric}"
 
 
 def of_segment(c: Checked) -> str:
