@@ -8,7 +8,7 @@ for a user the policies leave out of ``per_user`` and the means (such users are 
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Optional, Sequence, Tuple
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -81,12 +81,9 @@ def summarize(scored: DataFrame, opts: EvaluationOptions) -> DataFrame:
         summary = join_null_safe(summary, bootstrap_interval(scored, opts), [*opts.group_by, "k"], "left")
         interval = [f"{_when_spread('users', c)} AS {c}" for c in ("ndcg_ci_low", "ndcg_ci_high")]
     else:
-        half = f"({Z_95}D * std_ndcg / sqrt(CAST(users AS DOUBLE)))"
         # NDCG lives in [0, 1]; the normal approximation does not know it.
-        interval = [
-            f"{_when_spread('users', f'greatest(mean_ndcg - {half}, 0.0D)')} AS ndcg_ci_low",
-            f"{_when_spread('users', f'least(mean_ndcg + {half}, 1.0D)')} AS ndcg_ci_high",
-        ]
+        low, high = normal_interval("mean_ndcg", "std_ndcg", "users", clip=(0.0, 1.0))
+        interval = [f"{low} AS ndcg_ci_low", f"{high} AS ndcg_ci_high"]
     columns = [*keys, *names[:at], *interval, *names[at:]]
     # Each user's DCG is finite (the lists' sums are guarded), but a mean adds them up first.
     overflow = "isnan(mean_dcg) OR abs(mean_dcg) = CAST('Infinity' AS DOUBLE)"
@@ -98,6 +95,20 @@ def summarize(scored: DataFrame, opts: EvaluationOptions) -> DataFrame:
     ordered = [F.col(c).asc_nulls_last() for c in keys]
     # A handful of rows: one partition sorted in place, where orderBy would sample the input in a job of its own.
     return summary.selectExpr(*columns).coalesce(1).sortWithinPartitions(*ordered)
+
+
+def normal_interval(mean: str, std: str, users: str, clip: Optional[Tuple[float, float]] = None) -> Tuple[str, str]:
+    """SQL: the bounds of a mean's normal 95% interval, mean ± z · std / sqrt(users), each null
+    under two users (:func:`_when_spread`); ``clip``, the range the values live in, bounds them.
+
+    ``mean``, ``std`` and ``users`` are SQL (columns or aggregates): NDCG's summary and the
+    beyond-accuracy means write their intervals with it.
+    """
+    half = f"({Z_95}D * {std} / sqrt(CAST({users} AS DOUBLE)))"
+    low, high = f"{mean} - {half}", f"{mean} + {half}"
+    if clip is not None:
+        low, high = f"greatest({low}, {float(clip[0])!r}D)", f"least({high}, {float(clip[1])!r}D)"
+    return _when_spread(users, low), _when_spread(users, high)
 
 
 def _when_spread(users: str, bound: str) -> str:

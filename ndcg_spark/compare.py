@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import itertools
 from dataclasses import dataclass, field, replace
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -21,11 +21,11 @@ from ndcg_spark import _metrics, _stats
 from ndcg_spark._columns import EXCLUDED
 from ndcg_spark._counts import RowCount, counted
 from ndcg_spark._sql import ident
-from ndcg_spark._stats import adjust_p_values, with_t_test
+from ndcg_spark._stats import adjust_p_values, paired_t_test, with_t_test
 from ndcg_spark._summary import excluded, join_null_safe
 from ndcg_spark.errors import ConfigError, InputDataError, input_errors
-from ndcg_spark.evaluation import EvaluationResult, evaluate_counted
-from ndcg_spark.options import EvaluationOptions, resolve
+from ndcg_spark.evaluation import EvaluationResult, Tables, evaluate_counted
+from ndcg_spark.options import BEYOND_PER_USER, EvaluationOptions, resolve
 
 #: compare's figures per segment and k after ``k``, in the order its report and the job's
 #: console show them: (column, console header). Re-exported from the metric registry.
@@ -50,18 +50,40 @@ class ComparisonResult:
         ``users_excluded``.
     options : EvaluationOptions
         The options both sides were evaluated with.
+    beyond : tuple of str
+        The per-user beyond-accuracy metrics both sides computed, each paired as NDCG is: in
+        ``per_user``, ``<name>_baseline``, ``<name>_candidate`` and ``<name>_difference``; in the
+        summary, ``<name>_pairs`` (the users with a value on both sides, whatever the NDCG
+        policies say), ``mean_<name>_baseline``, ``mean_<name>_candidate``,
+        ``mean_<name>_difference`` and ``std_<name>_difference``.
     """
 
     per_user: DataFrame
     summary: DataFrame
     options: EvaluationOptions
+    beyond: Tuple[str, ...] = ()
 
     def report(self) -> List[Dict[str, Any]]:
         """The summary rows as dicts, with the 95% interval of the mean difference, the t
-        statistic and the two-sided p-value of the paired t-test."""
+        statistic and the two-sided p-value of the paired t-test; and for each paired
+        beyond-accuracy metric its interval and p-value (``<name>_difference_ci_low``,
+        ``<name>_difference_ci_high``, ``<name>_p_value``)."""
         with input_errors():
             collected = self.summary.collect()
-        return [with_t_test(row.asDict(), "pairs") for row in collected]
+        return [with_beyond_t_tests(with_t_test(row.asDict(), "pairs"), self.beyond) for row in collected]
+
+
+def with_beyond_t_tests(record: Dict[str, Any], names: Sequence[str]) -> Dict[str, Any]:
+    """A collected summary row with the paired t-test of each beyond-accuracy metric of ``names``
+    (the test NDCG's difference gets, over that metric's own pairs)."""
+    for name in names:
+        test = paired_t_test(
+            record[f"{name}_pairs"], record[f"mean_{name}_difference"], record[f"std_{name}_difference"]
+        )
+        record[f"{name}_difference_ci_low"] = test["difference_ci_low"]
+        record[f"{name}_difference_ci_high"] = test["difference_ci_high"]
+        record[f"{name}_p_value"] = test["p_value"]
+    return record
 
 
 def compare(
@@ -71,6 +93,9 @@ def compare(
     options: Optional[EvaluationOptions] = None,
     *,
     user_attributes: Optional[DataFrame] = None,
+    interactions: Optional[DataFrame] = None,
+    items: Optional[DataFrame] = None,
+    baseline_recommendations: Optional[DataFrame] = None,
     **option_values: Any,
 ) -> ComparisonResult:
     """Compare the NDCG of two recommendation tables, user by user.
@@ -90,6 +115,9 @@ def compare(
         Applied to both sides; the defaults when omitted.
     user_attributes : DataFrame, optional
         One row per user with segment columns named in ``group_by``.
+    interactions, items, baseline_recommendations : DataFrame, optional
+        The beyond-accuracy inputs, as :func:`ndcg_spark.evaluate` takes them, for both sides:
+        with ``beyond_accuracy``, each per-user metric is paired too (:class:`ComparisonResult`).
     **option_values
         Fields of :class:`~ndcg_spark.EvaluationOptions` to set (over ``options``).
 
@@ -116,7 +144,8 @@ def compare(
     opts = resolve(options, option_values)
     # Both sides read one counted relevance frame: one plan of it, which Spark runs once.
     shared = counted(relevance)
-    results = [evaluate_counted(recs, shared, opts, user_attributes) for recs in (baseline, candidate)]
+    tables = Tables(interactions, items, baseline_recommendations)
+    results = [evaluate_counted(recs, shared, opts, user_attributes, tables) for recs in (baseline, candidate)]
     return paired(results[0], results[1], opts)
 
 
@@ -124,6 +153,7 @@ def paired(baseline: EvaluationResult, candidate: EvaluationResult, opts: Evalua
     """The comparison of two models' evaluations, from their figures for every user
     (:meth:`EvaluationResult.every_user <ndcg_spark.EvaluationResult.every_user>`)."""
     keys = [*opts.group_by, opts.user_col, "k"]
+    beyond = tuple(n for n in baseline.beyond if n in BEYOND_PER_USER and n in candidate.beyond)
     sides = []
     for name, result in (("baseline", baseline), ("candidate", candidate)):
         sides.append(
@@ -134,6 +164,7 @@ def paired(baseline: EvaluationResult, candidate: EvaluationResult, opts: Evalua
                 F.col("n_relevant").alias(f"__n_relevant_{name}"),
                 F.col("has_relevance").alias(f"__judged_{name}"),
                 F.lit(True).alias(f"__present_{name}"),
+                *[F.col(n).alias(f"{n}_{name}") for n in beyond],
             )
         )
     # Null-safe: k is null for the whole list, and a segment value may be null.
@@ -151,18 +182,35 @@ def paired(baseline: EvaluationResult, candidate: EvaluationResult, opts: Evalua
         F.expr(either_excluded).alias(EXCLUDED),
         F.col("__present_baseline").isNull().alias("__only_candidate"),
         F.col("__present_candidate").isNull().alias("__only_baseline"),
+        *[F.col(f"{n}_{side}") for n in beyond for side in ("baseline", "candidate")],
     ).withColumn("difference", F.col("ndcg_candidate") - F.col("ndcg_baseline"))
+    per_user = per_user.select(
+        "*", *[(F.col(f"{n}_candidate") - F.col(f"{n}_baseline")).alias(f"{n}_difference") for n in beyond]
+    )
+    kept = ~F.col(EXCLUDED)
+    ndcg_columns = ("ndcg_baseline", "ndcg_candidate", "difference")
+    shown = [F.col(c) for c in ndcg_columns]
+    if beyond:
+        # A pair the NDCG policies leave out still pairs its beyond-accuracy figures: its row
+        # stays, NDCG's columns null, as evaluate's per_user shows such a user.
+        kept = functools.reduce(lambda a, b: a | b, [F.col(f"{n}_difference").isNotNull() for n in beyond], kept)
+        shown = [F.when(~F.col(EXCLUDED), F.col(c)).alias(c) for c in ndcg_columns]
     return ComparisonResult(
-        per_user=per_user.filter(~F.col(EXCLUDED)).select(
-            *[F.col(ident(c)) for c in keys], "ndcg_baseline", "ndcg_candidate", "difference"
+        per_user=per_user.filter(kept).select(
+            *[F.col(ident(c)) for c in keys],
+            *shown,
+            *[F.col(f"{n}_{part}") for n in beyond for part in ("baseline", "candidate", "difference")],
         ),
-        summary=_summarize_pairs(per_user, opts),
+        summary=_summarize_pairs(per_user, opts, beyond),
         options=opts,
+        beyond=beyond,
     )
 
 
-def _summarize_pairs(per_user: DataFrame, opts: EvaluationOptions) -> DataFrame:
-    """Per segment and k: means, mean difference and its spread, wins / ties / losses, counts."""
+def _summarize_pairs(per_user: DataFrame, opts: EvaluationOptions, beyond: Sequence[str] = ()) -> DataFrame:
+    """Per segment and k: means, mean difference and its spread, wins / ties / losses, counts;
+    and for each beyond-accuracy metric of ``beyond``, over the users with its value on both sides,
+    their number, both means, the mean difference and its spread."""
     included = ~F.col(EXCLUDED)
 
     def count_if(cond: Column) -> Column:
@@ -184,9 +232,22 @@ def _summarize_pairs(per_user: DataFrame, opts: EvaluationOptions) -> DataFrame:
             count_if(F.col("__only_baseline")).alias("users_only_in_baseline"),
             count_if(F.col("__only_candidate")).alias("users_only_in_candidate"),
             count_if(F.col(EXCLUDED)).alias("users_excluded"),
+            *[a for n in beyond for a in _beyond_pair_figures(n)],
         )
         .orderBy(*[F.col(ident(c)).asc_nulls_last() for c in (*opts.group_by, "k")])
     )
+
+
+def _beyond_pair_figures(name: str) -> List[Column]:
+    """Aggregates of one beyond-accuracy metric's pairs (rows with its difference)."""
+    both = F.col(f"{name}_difference").isNotNull()
+    return [
+        F.sum(F.when(both, 1).otherwise(0)).cast("long").alias(f"{name}_pairs"),
+        F.avg(F.when(both, F.col(f"{name}_baseline"))).alias(f"mean_{name}_baseline"),
+        F.avg(F.when(both, F.col(f"{name}_candidate"))).alias(f"mean_{name}_candidate"),
+        F.avg(f"{name}_difference").alias(f"mean_{name}_difference"),
+        F.stddev_samp(f"{name}_difference").alias(f"std_{name}_difference"),
+    ]
 
 
 # ----------------------------------------------------------------------------- many models
@@ -262,7 +323,9 @@ class ModelComparison:
         the correction run on the driver over those rows.
         """
         keys = (*self.options.group_by, "k")
-        summaries = [r.summary.withColumn("__pair", F.lit(i)) for i, r in enumerate(self.results)]
+        results = self.results
+        beyond = results[0].beyond if results else ()
+        summaries = [r.summary.withColumn("__pair", F.lit(i)) for i, r in enumerate(results)]
         with input_errors():
             collected = _with_pair_names(self.pairs, summaries).collect()
         # The order of the summary (segments, then k, nulls last) within each pair, pairs in order.
@@ -271,7 +334,7 @@ class ModelComparison:
         for row in collected:
             record = row.asDict()
             del record["__pair"]
-            rows.append(with_t_test(record, "pairs"))
+            rows.append(with_beyond_t_tests(with_t_test(record, "pairs"), beyond))
         families: Dict[tuple, List[int]] = {}
         for i, row in enumerate(rows):
             families.setdefault(tuple(row[c] for c in keys), []).append(i)
@@ -292,6 +355,9 @@ def compare_models(
     pairs: str = "baseline",
     correction: str = "holm",
     user_attributes: Optional[DataFrame] = None,
+    interactions: Optional[DataFrame] = None,
+    items: Optional[DataFrame] = None,
+    baseline_recommendations: Optional[DataFrame] = None,
     **option_values: Any,
 ) -> ModelComparison:
     """Compare the NDCG of N models against one baseline, or every pair of them.
@@ -320,6 +386,10 @@ def compare_models(
         The multiple-testing correction of the p-values across the pairs.
     user_attributes : DataFrame, optional
         One row per user with segment columns named in ``group_by``.
+    interactions, items, baseline_recommendations : DataFrame, optional
+        The beyond-accuracy inputs for every model: with ``beyond_accuracy``, each pair's per-user
+        metrics are paired too, as :func:`compare` pairs them (their p-values are not corrected:
+        the correction is NDCG's).
     **option_values
         Fields of :class:`~ndcg_spark.EvaluationOptions` to set (over ``options``).
 
@@ -364,10 +434,11 @@ def compare_models(
         chosen = [(first, name) for name in names if name != first]
     # Each table's rows are counted on its evaluation's pass (the 'array' layout as the rows it holds).
     shared = counted(relevance)
+    beyond_tables = Tables(interactions, items, baseline_recommendations)
     counts: Dict[Optional[str], RowCount] = {None: shared[1]}
     evaluations = {}
     for name, df in tables.items():
-        evaluations[name] = evaluate_counted(df, shared, opts, user_attributes)
+        evaluations[name] = evaluate_counted(df, shared, opts, user_attributes, beyond_tables)
         counts[name] = evaluations[name].counts["recommendations"]
     return ModelComparison(pairs=chosen, evaluations=evaluations, correction=correction, options=opts, counts=counts)
 

@@ -28,16 +28,24 @@ from __future__ import annotations
 import functools
 import operator
 from dataclasses import dataclass, field, replace
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
-from ndcg_spark import _beyond, _inputs, _judged, _metrics, _ranking, _rules, _scoring, _summary
+from ndcg_spark import _inputs, _judged, _metrics, _ranking, _rules, _scoring, _summary
+from ndcg_spark._beyond.columns import unpacked as segments_unpacked
+from ndcg_spark._beyond.exposure import catalog_flags, exposure, exposure_curve, global_figures
+from ndcg_spark._beyond.means import summary as beyond_summary
+from ndcg_spark._beyond.novelty import item_table
+from ndcg_spark._beyond.per_user import attach, per_list
+from ndcg_spark._beyond.similarity import history_table
+from ndcg_spark._beyond.tables import TABLES, Tables, asked, computed, interactions_rows, items_rows
+from ndcg_spark._beyond.tables import unknown_items as beyond_unknown_items
 from ndcg_spark._columns import EXCLUDED, FIGURES, HAS_JUDGEMENTS, ITEM, SEGMENT, both_sides_kept
 from ndcg_spark._counts import RowCount, counted
 from ndcg_spark._sql import ident, string_literal
-from ndcg_spark.errors import input_errors
+from ndcg_spark.errors import ConfigError, input_errors
 from ndcg_spark.options import BEYOND_GLOBAL, BEYOND_PER_USER, EvaluationOptions, resolve
 
 #: The summary's figures per segment and k after ``k``, as the job's console and report show
@@ -94,6 +102,8 @@ class EvaluationResult:
     #: Per segment and k, the global beyond-accuracy figures; and the items the items table lacks.
     _beyond_globals: Optional[DataFrame] = None
     _unknown_items: Optional[DataFrame] = None
+    #: The exposure curve at the largest k (with beyond accuracy and interactions).
+    _exposure_curve: Optional[DataFrame] = None
 
     @property
     def per_user(self) -> DataFrame:
@@ -121,9 +131,13 @@ class EvaluationResult:
     def every_user(self) -> DataFrame:
         """Every (segment, user, k), those the exclusion policies leave out too: segment columns,
         user, ``k``, ``ndcg``, ``n_recommended``, ``n_relevant`` and ``has_relevance`` (whether
-        the user has relevance rows), the counts the policies read (as :func:`compare` pairs them)."""
+        the user has relevance rows), the counts the policies read (as :func:`compare` pairs them);
+        then each per-user beyond-accuracy metric computed."""
         keys = [*self.options.group_by, self.options.user_col, "k", "ndcg", "n_recommended", "n_relevant"]
-        return self._scored.select(*[F.col(ident(c)) for c in keys], F.col(HAS_JUDGEMENTS).alias("has_relevance"))
+        beyond = [F.col(n) for n in self.beyond if n in BEYOND_PER_USER]
+        return self._scored.select(
+            *[F.col(ident(c)) for c in keys], F.col(HAS_JUDGEMENTS).alias("has_relevance"), *beyond
+        )
 
     @property
     def summary(self) -> DataFrame:
@@ -133,7 +147,7 @@ class EvaluationResult:
         rows = _summary.summarize(self._scored, self.options)
         if not self.beyond:
             return rows
-        return _beyond.summary(rows, self._scored, self._beyond_globals, self.beyond, self.options)
+        return beyond_summary(rows, self._scored, self._beyond_globals, self.beyond, self.options)
 
     def unknown_items(self) -> Dict[str, int]:
         """{"interactions_unknown_items": rows, "recommended_unknown_items": items}: what the items
@@ -142,6 +156,14 @@ class EvaluationResult:
             return {"interactions_unknown_items": 0, "recommended_unknown_items": 0}
         with input_errors():
             return self._unknown_items.first().asDict()
+
+    def exposure_curve(self) -> Optional[DataFrame]:
+        """The report's exposure curve at the largest k, catalog-wide: the catalog's items by
+        popularity rank in the interactions, in at most 100 bins, each with ``bin``,
+        ``first_rank``, ``last_rank``, ``items``, ``exposure_share`` (of the recommendations
+        within k) and ``interaction_share`` (:func:`ndcg_spark._beyond.exposure.exposure_curve`);
+        None without beyond accuracy or without interactions."""
+        return self._exposure_curve
 
     def row_accounting(self) -> Dict[str, int]:
         """Sums that account for the input rows that reached the metric (one small job).
@@ -250,8 +272,33 @@ def evaluate(
     [0.0, 0.6309]
     """
     opts = resolve(options, option_values)
-    tables = _beyond.Tables(interactions, items, baseline_recommendations)
+    tables = Tables(interactions, items, baseline_recommendations)
     return evaluate_counted(recommendations, counted(relevance), opts, user_attributes, tables)
+
+
+#: The tables the beyond-accuracy metrics read, as the job and ``evaluate``'s keywords name them.
+BEYOND_TABLES = TABLES
+
+
+def beyond_metrics(opts: EvaluationOptions, given: Sequence[str]) -> Tuple[str, ...]:
+    """The beyond-accuracy metrics ``evaluate`` computes under ``opts`` with the tables named
+    ``given`` (``interactions``, ``items``, ``baseline_recommendations``): what a gate may name,
+    known before anything is read.
+
+    Raises
+    ------
+    ConfigError
+        A metric named in ``beyond_accuracy`` whose input is missing, or an unknown table name.
+
+    Examples
+    --------
+    >>> beyond_metrics(EvaluationOptions(beyond_accuracy=True), ["interactions"])[:3]
+    ('novelty', 'surprisal', 'unseen_share')
+    """
+    unknown = [g for g in given if g not in TABLES]
+    if unknown:
+        raise ConfigError(f"{unknown[0]!r} is not a beyond-accuracy table ({', '.join(TABLES)})")
+    return computed(opts, given)
 
 
 def evaluate_counted(
@@ -259,7 +306,7 @@ def evaluate_counted(
     relevance: Tuple[DataFrame, RowCount],
     options: EvaluationOptions,
     user_attributes: Optional[DataFrame] = None,
-    tables: Optional[_beyond.Tables] = None,
+    tables: Optional[Tables] = None,
 ) -> EvaluationResult:
     """:func:`evaluate` of a relevance table already counted (:func:`ndcg_spark._counts.counted`).
 
@@ -277,7 +324,7 @@ def evaluate_rows(
     relevance: DataFrame,
     options: EvaluationOptions,
     user_attributes: Optional[DataFrame] = None,
-    tables: Optional[_beyond.Tables] = None,
+    tables: Optional[Tables] = None,
 ) -> EvaluationResult:
     """:func:`evaluate` of recommendations already in the rows layout (:func:`ndcg_spark._inputs.as_rows`).
 
@@ -285,8 +332,8 @@ def evaluate_rows(
     the rows with :func:`ndcg_spark._inputs.reading_options`.
     """
     opts = _inputs.reading_options(options)
-    tables = tables or _beyond.Tables()
-    beyond = _beyond.asked(opts, tables)
+    tables = tables or Tables()
+    beyond = asked(opts, tables)
     _inputs.check_segments(recommendations, user_attributes, opts)
     _inputs.check_tables(recommendations, relevance, opts)
     # Read before the row rules: a segment whose every row is set aside is still a segment.
@@ -306,10 +353,10 @@ def evaluate_rows(
     lists = recs.transform(_ranking.ranked_lists, opts, ranked_rows)
     judged = rel.transform(_judged.judged_lists, opts)
     scored = join_lists(lists, judged, opts).transform(_scoring.score, opts).transform(_summary.with_exclusions, opts)
-    globals_ = unknown = None
+    globals_ = unknown = curve = None
     if beyond:
         item_type = recs.schema[ITEM].dataType
-        scored, globals_, unknown = beyond_accuracy(
+        scored, globals_, unknown, curve = beyond_accuracy(
             scored, lists, judged, tables, item_type, beyond, user_attributes, relevance, opts
         )
     scored = scored.transform(_inputs.with_user_attributes, user_attributes, opts)
@@ -321,6 +368,7 @@ def evaluate_rows(
         beyond=beyond,
         _beyond_globals=globals_,
         _unknown_items=unknown,
+        _exposure_curve=curve,
     )
 
 
@@ -328,23 +376,24 @@ def beyond_accuracy(
     scored: DataFrame,
     lists: DataFrame,
     judged: DataFrame,
-    tables: _beyond.Tables,
+    tables: Tables,
     item_type: Any,
     names: Tuple[str, ...],
     user_attributes: Optional[DataFrame],
     relevance: DataFrame,
     opts: EvaluationOptions,
-) -> Tuple[DataFrame, Optional[DataFrame], DataFrame]:
+) -> Tuple[DataFrame, Optional[DataFrame], DataFrame, Optional[DataFrame]]:
     """The scored rows with the per-user beyond-accuracy metrics (:mod:`ndcg_spark._beyond`), the
-    global figures per segment and k, and the count of items the items table lacks.
+    global figures per segment and k, the count of items the items table lacks, and the exposure
+    curve at the largest k (None without interactions).
 
     The lists and judged lists are the very frames NDCG reads, so Spark plans their shuffles once.
     """
     interactions = items = baseline = None
     if tables.interactions is not None:
-        interactions = _beyond.interactions_rows(tables.interactions, item_type, opts)
+        interactions = interactions_rows(tables.interactions, item_type, opts)
     if tables.items is not None:
-        items = _beyond.items_rows(tables.items, item_type, opts)
+        items = items_rows(tables.items, item_type, opts)
     if tables.baseline is not None and "unexpectedness" in names:
         # The baseline's lists as the recommendations' own: same ordering, tie-break and cut, per user.
         alone = replace(opts, group_by=())
@@ -361,18 +410,20 @@ def beyond_accuracy(
     history = None
     wants_history = {"unseen_share", "serendipity"} | ({"diversity"} if opts.similarity == "cooccurrence" else set())
     if interactions is not None and wants_history & set(per_user):
-        history = _beyond.history_table(interactions, items, opts)
+        history = history_table(interactions, items, opts)
     if per_user:
-        stats, totals = _beyond.item_table(interactions, items, opts)
-        metrics = _beyond.per_list(lists, judged, stats, totals, history, baseline, per_user, opts)
-        scored = _beyond.attach(scored, metrics, history, per_user, opts)
-    exposed_lists = _inputs.with_user_attributes(_beyond.unpacked(lists), user_attributes, opts)
-    exposed = _beyond.exposure(exposed_lists, opts)
-    globals_ = None
+        stats, totals = item_table(interactions, items, opts)
+        metrics = per_list(lists, judged, stats, totals, history, baseline, per_user, opts)
+        scored = attach(scored, metrics, history, per_user, opts)
+    exposed_lists = _inputs.with_user_attributes(segments_unpacked(lists), user_attributes, opts)
+    exposed = exposure(exposed_lists, opts)
+    globals_ = curve = None
     if any(n in BEYOND_GLOBAL for n in names):
-        flags = _beyond.catalog_flags(exposed, interactions, items)
-        globals_ = _beyond.global_figures(exposed, flags, names, opts)
-    return scored, globals_, _beyond.unknown_items(interactions, items, exposed)
+        flags = catalog_flags(exposed, interactions, items)
+        globals_ = global_figures(exposed, flags, names, opts)
+    if interactions is not None:
+        curve = exposure_curve(exposed, catalog_flags(exposed, interactions, items), interactions, opts.largest_k)
+    return scored, globals_, beyond_unknown_items(interactions, items, exposed), curve
 
 
 def with_segment(recs: DataFrame, rel: DataFrame, served: DataFrame) -> Tuple[DataFrame, DataFrame]:

@@ -21,16 +21,22 @@ __all__ = ["paired_difference"]
 
 
 def paired_difference(
-    current: DataFrame, previous: DataFrame, group_by: Sequence[str] = (), user_col: str = "user_id"
+    current: DataFrame,
+    previous: DataFrame,
+    group_by: Sequence[str] = (),
+    user_col: str = "user_id",
+    metric: str = "ndcg",
 ) -> List[Dict[str, Any]]:
-    """Per segment and k, the paired change of NDCG from ``previous`` to ``current`` over the
-    users in both: two per-user tables (two runs of one model, two models) paired by user.
+    """Per segment and k, the paired change of NDCG (or of another per-user figure, ``metric``)
+    from ``previous`` to ``current`` over the users in both: two per-user tables (two runs of
+    one model, two models) paired by user.
 
     The pairs are matched on the segment columns, the user and ``k``, a null matching a null
     (``k`` is null for the whole list). Unlike :func:`compare`, which evaluates both sides
     itself and applies the exclusion policies to each pair, this pairs figures already computed
     (``EvaluationResult.per_user``, or a ``per_user/`` table written earlier), and a user
-    missing from either side is left out. The pairing and the sums run in Spark; one row per
+    missing from either side, or without a value of ``metric`` on either side (a beyond-accuracy
+    figure of a user without a list, an NDCG the policies leave out), is left out. The pairing and the sums run in Spark; one row per
     segment and k is collected, and the 95% interval of the mean difference and the paired
     t-test are computed from it as :meth:`ComparisonResult.report` computes them.
 
@@ -43,6 +49,10 @@ def paired_difference(
         The segment columns (none by default).
     user_col : str
         The user column.
+    metric : str
+        The per-user column paired: ``ndcg`` (the default), or a per-user beyond-accuracy
+        metric (``novelty``, ``diversity``...). The returned figures keep their names
+        (``mean_previous``, ``mean_difference``...) whichever it is.
 
     Returns
     -------
@@ -56,7 +66,7 @@ def paired_difference(
     Raises
     ------
     InputDataError
-        A table without one of the columns paired on, or without ``ndcg``.
+        A table without one of the columns paired on, or without ``metric``.
 
     Examples
     --------
@@ -69,7 +79,7 @@ def paired_difference(
     """
     keys = [*group_by, user_col, "k"]
     for name, table in (("current", current), ("previous", previous)):
-        missing = [c for c in (*keys, "ndcg") if c not in table.columns]
+        missing = [c for c in (*keys, metric) if c not in table.columns]
         if missing:
             raise InputDataError(
                 f"the {name} per-user table has no column {missing[0]!r} (it has: {', '.join(table.columns)})",
@@ -77,7 +87,9 @@ def paired_difference(
                 parameters={"table": f"{name} per-user", "column": missing[0]},
             )
     sides = [
-        table.select(*[F.col(ident(c)) for c in keys], F.col("ndcg").alias(alias))
+        table.select(*[F.col(ident(c)) for c in keys], F.col(ident(metric)).alias(alias)).filter(
+            F.col(alias).isNotNull()
+        )
         for table, alias in ((current, "ndcg"), (previous, "__ndcg_previous"))
     ]
     # Null-safe: k is null for the whole list, and a segment value may be null.

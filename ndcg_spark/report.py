@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ndcg_spark._charts import BINS, _e, histograms, ndcg_curve, trend_chart
+from ndcg_spark._exposure_charts import coverage_curve, exposure_chart
 from ndcg_spark._metrics import COMPANIONS, COMPARISON_COLUMNS, SUMMARY_COLUMNS
 from ndcg_spark._sql import ident
 from ndcg_spark.options import EvaluationOptions, k_label
@@ -85,9 +86,12 @@ def render(
     trend_key: str = "run_date",
     verdict: Optional[Sequence[Tuple[bool, str]]] = None,
     limits: Sequence[Tuple[str, float]] = (),
+    exposure: Optional[List[Dict[str, Any]]] = None,
+    exposure_k: Optional[int] = None,
 ) -> str:
     """An evaluation's report page: the summary table, mean NDCG@k per segment, the histograms of
-    per-user NDCG and, when given, the run's verdict, its convention and the trend across runs.
+    per-user NDCG and, when given, the run's verdict, its convention and the trend across runs;
+    with beyond-accuracy figures, catalog coverage against k and the exposure curve.
 
     Parameters
     ----------
@@ -115,6 +119,12 @@ def render(
         was set.
     limits : sequence of (str, float)
         (label, value) lines drawn on the trend chart (a gate's floor).
+    exposure : list of dict, optional
+        The exposure curve's rows (:meth:`EvaluationResult.exposure_curve
+        <ndcg_spark.EvaluationResult.exposure_curve>`, collected): the page then draws it.
+        Catalog coverage against k is drawn when the summary rows carry ``catalog_coverage``.
+    exposure_k : int or None
+        The cutoff of the exposure curve (None: the whole list).
 
     Returns
     -------
@@ -136,6 +146,13 @@ def render(
     if trend is not None:
         parts += [f"<h2>Mean NDCG@k by {_e(trend_key)}</h2>", trend_chart(trend, group_by, trend_key, limits=limits)]
     parts += ["<h2>Per-user NDCG</h2>", *histograms(histogram, group_by)]
+    if any(m.get("catalog_coverage") is not None for m in metrics):
+        parts += ["<h2>Catalog coverage@k</h2>", coverage_curve(metrics, group_by)]
+    if exposure is not None:
+        parts += [
+            f"<h2>Exposure by popularity rank, k = {_e(k_label(exposure_k))}</h2>",
+            exposure_chart(exposure, exposure_k),
+        ]
     parts.append("</body></html>")
     return "\n".join(parts)
 

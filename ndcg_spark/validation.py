@@ -7,13 +7,14 @@ report: one aggregation per table, then up to five example keys per problem foun
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from dataclasses import dataclass, field, replace
+from typing import Any, Dict, List, Optional, Tuple
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ndcg_spark import _inputs, _rules
+from ndcg_spark._beyond import tables as beyond_tables
 from ndcg_spark._sql import ident
 from ndcg_spark.errors import EMPTY_TABLE, INVALID_ROWS, InputDataError, input_errors
 from ndcg_spark.options import EvaluationOptions, resolve
@@ -26,24 +27,30 @@ class TableReport:
     Attributes
     ----------
     table : str
-        ``"recommendations"`` or ``"relevance"``.
+        ``"recommendations"``, ``"relevance"``, or a beyond-accuracy table (``"interactions"``,
+        ``"items"``, ``"baseline_recommendations"``).
     rows : int
         Its number of rows.
     problems : dict of str to int
         Rows at fault per problem (a rule name such as ``"null_score"``); empty when clean.
     examples : dict of str to list of str
         Up to five keys (``user_id=7/item_id=42``) per problem, sorted.
+    unknown_items : int or None
+        With an items table: the rows (interactions) or distinct items (recommendations,
+        baseline) naming an item it lacks, counted, as ``evaluate`` counts them (not a problem:
+        the run goes on); None otherwise.
     """
 
     table: str
     rows: int
     problems: Dict[str, int] = field(default_factory=dict)
     examples: Dict[str, List[str]] = field(default_factory=dict)
+    unknown_items: Optional[int] = None
 
 
-def _report(df: DataFrame, table: str, opts: EvaluationOptions) -> TableReport:
-    """Count every problem of one table in one aggregation (plus a shuffle for group rules)."""
-    rules = _rules.rules_for(table, opts, df.columns)
+def _report(df: DataFrame, table: str, opts: EvaluationOptions, rules: List[_rules.RowRule], key: str) -> TableReport:
+    """Count every problem of one table in one aggregation (plus a shuffle for group rules);
+    ``key``: SQL text naming a row, for the examples."""
     flagged = df.selectExpr(*[f"{rule.sql} AS {ident(rule.name)}" for rule in rules])
     aggregates = [F.count(F.lit(1)).alias("__rows")] + [
         F.sum(F.col(rule.name).cast("long")).alias(rule.name) for rule in rules
@@ -56,7 +63,7 @@ def _report(df: DataFrame, table: str, opts: EvaluationOptions) -> TableReport:
         if n:
             report.problems[rule.name] = n
             # Window predicates (group rules) cannot sit in a filter: project the flag first.
-            at_fault = df.selectExpr(f"{_rules.key_text(opts)} AS k", f"{rule.sql} AS bad").filter("bad")
+            at_fault = df.selectExpr(f"{key} AS k", f"{rule.sql} AS bad").filter("bad")
             examples = at_fault.select("k").distinct().orderBy("k").limit(5).collect()
             report.examples[rule.name] = sorted(r.k for r in examples)
     return report
@@ -66,9 +73,14 @@ def validate(
     recommendations: DataFrame,
     relevance: DataFrame,
     options: Optional[EvaluationOptions] = None,
+    *,
+    interactions: Optional[DataFrame] = None,
+    items: Optional[DataFrame] = None,
+    baseline_recommendations: Optional[DataFrame] = None,
     **option_values: Any,
 ) -> Dict[str, TableReport]:
-    """Check both tables and report every problem found, each with its row count and examples.
+    """Check both tables and report every problem found, each with its row count and examples;
+    and the beyond-accuracy tables given, by the rules ``evaluate`` holds them to.
 
     With the default ``on_invalid_rows = "error"`` any problem raises one
     :class:`~ndcg_spark.InputDataError` whose message names every problem of both tables (joined
@@ -86,14 +98,21 @@ def validate(
     options : EvaluationOptions, optional
         The options the tables will be evaluated with (column names, rank column, relevance
         policies, ``on_invalid_rows``, ``group_by``).
+    interactions, items, baseline_recommendations : DataFrame, optional
+        The beyond-accuracy tables, as :func:`ndcg_spark.evaluate` takes them: each gets its
+        :class:`TableReport` (a null user or item; an item listed twice, a feature vector null,
+        holding a null or NaN, or of another length than the longest; the baseline by the
+        recommendations' rules), and with an items table the items it lacks are counted
+        (``unknown_items``), never a problem.
     **option_values
         Fields of :class:`~ndcg_spark.EvaluationOptions` to set (over ``options``).
 
     Returns
     -------
     dict of str to TableReport
-        ``{"recommendations": TableReport, "relevance": TableReport}`` with row counts and, per
-        problem, the number of rows and up to five example keys.
+        ``{"recommendations": TableReport, "relevance": TableReport}`` (and one per
+        beyond-accuracy table given) with row counts and, per problem, the number of rows and
+        up to five example keys.
 
     Raises
     ------
@@ -115,15 +134,28 @@ def validate(
     """
     opts = resolve(options, option_values)
     recommendations = _inputs.as_rows(recommendations, opts)
+    if baseline_recommendations is not None:  # the baseline's lists as the recommendations' own
+        baseline_recommendations = _inputs.as_rows(baseline_recommendations, replace(opts, group_by=()))
     opts = _inputs.reading_options(opts)
     _inputs.check_tables(recommendations, relevance, opts)
+    beyond = {"interactions": interactions, "items": items, "baseline_recommendations": baseline_recommendations}
+    beyond = {table: df for table, df in beyond.items() if df is not None}
+    tables: List[Tuple[str, DataFrame, List[_rules.RowRule], str]] = [
+        (t, df, _rules.rules_for(t, opts, df.columns), _rules.key_text(opts))
+        for t, df in (("recommendations", recommendations), ("relevance", relevance))
+    ]
+    for table, df in beyond.items():
+        beyond_tables.check_schema(df, table, opts)
+        tables.append((table, df, beyond_tables.row_rules(table, opts), beyond_tables.row_key(table, opts)))
     reports, found = {}, []
-    for table, df in (("recommendations", recommendations), ("relevance", relevance)):
-        report = _report(df, table, opts)
-        if report.rows == 0:
+    for table, df, rules, key in tables:
+        report = _report(df, table, opts, rules, key)
+        if report.rows == 0 and table not in beyond:
             raise InputDataError(f"{table} table is empty", condition=EMPTY_TABLE, parameters={"table": table})
+        if items is not None and table != "items" and table != "relevance":
+            report.unknown_items = beyond_tables.unknown_rows(df, items, opts, distinct=table != "interactions")
         reports[table] = report
-        for rule in _rules.rules_for(table, opts, df.columns):
+        for rule in rules:
             if rule.name in report.problems:
                 found.append(rule.message(report.problems[rule.name], report.examples[rule.name]))
     if found and opts.on_invalid_rows == "error":

@@ -287,3 +287,80 @@ def test_segments_of_the_recommendations_are_separate_runs(spark, tables):
     assert_approx_df_equality(m2, alone.summary.select("k", "mean_novelty", "catalog_coverage"), precision=1e-12)
     # The catalog without an items table: the interactions' items and the lists' within k (a-d, z).
     assert both.summary.filter("model = 'm1'").first().catalog_coverage == pytest.approx(4 / 5)
+
+
+def test_compare_pairs_each_per_user_metric_where_both_sides_have_it(spark):
+    """compare pairs novelty user by user as NDCG: interactions a a a b (a: -log2(3/4) bits, b and
+    the cold c: 2 bits). Baseline lists 1 [a, b], 2 [c]; candidate 1 [b, c], 2 [a]; user 3 has
+    relevance only (no list on either side: no novelty to pair, an NDCG pair the default policy
+    keeps at 0 - 0). The summary's novelty figures are over users 1 and 2; report() adds the paired
+    t interval (t quantile of 1 degree of freedom); compare_models' pair gives the same."""
+    from ndcg_spark import compare, compare_models
+    from ndcg_spark._stats import student_t_quantile
+
+    schema = "user_id int, item_id string, score double"
+    base = spark.createDataFrame([(1, "a", 2.0), (1, "b", 1.0), (2, "c", 1.0)], schema)
+    cand = spark.createDataFrame([(1, "b", 2.0), (1, "c", 1.0), (2, "a", 1.0)], schema)
+    rel = spark.createDataFrame(
+        [(1, "a", 1.0), (2, "c", 1.0), (3, "a", 1.0)], "user_id int, item_id string, relevance double"
+    )
+    inter = spark.createDataFrame([(1, "a"), (2, "a"), (3, "a"), (3, "b")], "user_id int, item_id string")
+    a = -L(3 / 4)
+    before, after = {1: (a + 2) / 2, 2: 2.0}, {1: 2.0, 2: a}
+    result = compare(base, cand, rel, k=[2], beyond_accuracy=["novelty"], interactions=inter)
+    assert result.beyond == ("novelty",)
+    # NDCG: each baseline list finds its relevant item first (1.0), each candidate's misses it (0.0).
+    expected = spark.createDataFrame(
+        [
+            (1, 2, 1.0, 0.0, -1.0, before[1], after[1], after[1] - before[1]),
+            (2, 2, 1.0, 0.0, -1.0, before[2], after[2], after[2] - before[2]),
+            (3, 2, 0.0, 0.0, 0.0, None, None, None),
+        ],
+        "user_id int, k int, ndcg_baseline double, ndcg_candidate double, difference double, "
+        "novelty_baseline double, novelty_candidate double, novelty_difference double",
+    )
+    assert_approx_df_equality(result.per_user.orderBy("user_id"), expected, 1e-12, ignore_nullable=True)
+    d = [after[u] - before[u] for u in (1, 2)]
+    mean = sum(d) / 2
+    std = math.sqrt(sum((x - mean) ** 2 for x in d))  # n - 1 = 1
+    half = student_t_quantile(0.975, 1) * std / S2
+    row = result.report()[0]
+    figures = {c: row[c] for c in row if "novelty" in c}
+    assert figures == pytest.approx(
+        {
+            "novelty_pairs": 2,
+            "mean_novelty_baseline": (before[1] + before[2]) / 2,
+            "mean_novelty_candidate": (after[1] + after[2]) / 2,
+            "mean_novelty_difference": mean,
+            "std_novelty_difference": std,
+            "novelty_difference_ci_low": mean - half,
+            "novelty_difference_ci_high": mean + half,
+            "novelty_p_value": row["novelty_p_value"],
+        },
+        abs=1e-12,
+    )
+    assert 0.0 < row["novelty_p_value"] < 1.0 and row["pairs"] == 3
+    models = compare_models({"base": base, "cand": cand}, rel, k=[2], beyond_accuracy=["novelty"], interactions=inter)
+    pair = models.report()[0]
+    assert {c: pair[c] for c in figures} == pytest.approx(figures, abs=1e-12)
+
+
+def test_the_exposure_curve_ranks_the_catalog_by_popularity_and_shares_the_slots(spark, tables):
+    """The report's curve at the largest k (the whole lists: a, b, d, e 1 slot, c 2; 6 in all),
+    over the items table's catalog a-e ranked by interaction rows a 4, b 2, c 2 (tied with b:
+    item ascending), d 1, e 0 (cold; z, unknown to the catalog, is not ranked): 5 items, so one
+    per bin, each bin numbered out of 100. Without interactions there is no curve."""
+    curve = run(tables, beyond_accuracy=["catalog_coverage"]).exposure_curve()
+    expected = spark.createDataFrame(
+        [
+            (0, 1, 1, 1, 1 / 6, 4 / 9),
+            (20, 2, 2, 1, 1 / 6, 2 / 9),
+            (40, 3, 3, 1, 2 / 6, 2 / 9),
+            (60, 4, 4, 1, 1 / 6, 1 / 9),
+            (80, 5, 5, 1, 1 / 6, 0.0),
+        ],
+        "bin int, first_rank int, last_rank int, items long, exposure_share double, interaction_share double",
+    )
+    assert_approx_df_equality(curve, expected, precision=1e-12, ignore_nullable=True)
+    alone = evaluate(tables["recs"], tables["rel"], k=[2], items=tables["items"], beyond_accuracy=["catalog_coverage"])
+    assert alone.exposure_curve() is None

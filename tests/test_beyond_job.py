@@ -40,3 +40,84 @@ def test_the_job_reads_interactions_and_writes_novelty_and_coverage(spark, tmp_p
     no_items = ["--recommendations", str(tmp_path / "recs.csv"), "--relevance", str(tmp_path / "rel.csv")]
     no_items += ["--format", "csv", "--output", str(tmp_path / "out2"), "--beyond-accuracy", "category_diversity"]
     assert run(no_items) == EXIT_CONFIG
+
+
+def test_gates_hold_a_beyond_accuracy_figure_and_refuse_one_the_run_cannot_give(spark, tmp_path, capsys):
+    """``metric@k:amount`` gates a beyond-accuracy figure: a floor on the catalog coverage (1.0)
+    and on mean novelty (about 1.60 bits, an amount above 1 allowed) holds, exit 0; a floor of 3
+    bits on novelty fails, exit 4, its line naming the figure. Refused in one line before any
+    computing, exit 2: gini_index (lower is better), a metric the run does not compute, a global
+    figure in the drop gate (it pairs users), and a bare amount above 1 (NDCG's)."""
+    from ndcg_spark.job.exits import EXIT_QUALITY_GATE
+
+    (tmp_path / "recs.csv").write_text("user_id,item_id,score\n1,a,2\n1,b,1\n2,c,1\n")
+    (tmp_path / "rel.csv").write_text("user_id,item_id,relevance\n1,a,1\n2,c,1\n")
+    (tmp_path / "inter.csv").write_text("user_id,item_id\n1,a\n2,a\n3,a\n3,b\n")
+    args = ["--recommendations", str(tmp_path / "recs.csv"), "--relevance", str(tmp_path / "rel.csv")]
+    args += ["--interactions", str(tmp_path / "inter.csv"), "--format", "csv", "--k", "2"]
+    args += ["--beyond-accuracy", "novelty,catalog_coverage"]
+    mean_novelty = ((-math.log2(3 / 4) - math.log2(1 / 4)) / 2 - math.log2(1 / 4)) / 2
+    capsys.readouterr()
+    held = run([*args, "--output", str(tmp_path / "a"), "--fail-below", "catalog_coverage@2:0.9,novelty@2:1.5"])
+    assert held == EXIT_OK
+    assert f"quality gate passed: mean novelty@2 = {mean_novelty:.6f} is at least 1.5" in capsys.readouterr().out
+    # The report draws catalog coverage against k and the exposure curve (catalog a, b, c ranked a, b, c).
+    page = (tmp_path / "a" / "report.html").read_text()
+    assert 'id="coverage-curve"' in page and 'id="exposure-curve"' in page
+    assert "share of interactions, ranks 3-3 (1 items): 0.0000" in page
+    failed = run([*args, "--output", str(tmp_path / "b"), "--fail-below", "2:0.1,novelty@2:3"])
+    assert failed == EXIT_QUALITY_GATE
+    err = capsys.readouterr().err.strip().splitlines()
+    assert f"quality gate failed: mean novelty@2 = {mean_novelty:.6f} is below 3.0 (outputs were written)" in err[-1]
+    import json
+
+    manifest = json.loads((tmp_path / "b" / "summary.json").read_text())
+    recorded = manifest["quality_gates"]
+    assert [(g["gate"], g.get("metric"), g["passed"]) for g in recorded] == [
+        ("2:0.1", None, True),
+        ("novelty@2:3", "novelty", False),
+    ]
+    assert recorded[1]["mean_novelty"] == pytest.approx(mean_novelty, abs=1e-12)
+    # Read back (history, the report of a published run): the figure and its value as recorded.
+    from ndcg_spark.job.gates.wording import gate_lines
+    from ndcg_spark.job.result import RunResult, gates_summary
+
+    again = RunResult.from_json(manifest)
+    assert gates_summary(again) == "failed: floor:novelty@2"
+    assert gate_lines(again)[1] == (False, f"quality gate failed: mean novelty@2 = {mean_novelty:.6f} is below 3.0")
+    refused = {
+        "gini_index@2:0.5": "cannot hold gini_index: it measures concentration (lower is better)",
+        "diversity@2:0.5": "names diversity, which this run does not compute",
+        "2:1.5": "fail_below = '2:1.5'",
+    }
+    for gate, words in refused.items():
+        assert run([*args, "--output", str(tmp_path / "c"), "--fail-below", gate]) == EXIT_CONFIG, gate
+        assert words in capsys.readouterr().err, gate
+    drop = ["--run-date", "2026-11-21", "--fail-if-drop", "catalog_coverage@2:0.1"]
+    assert run([*args, "--output", str(tmp_path / "c"), *drop]) == EXIT_CONFIG
+    assert "fail_if_drop cannot hold catalog_coverage: it pairs users" in capsys.readouterr().err
+    assert not (tmp_path / "c").exists()
+
+
+def test_the_drop_gate_pairs_a_per_user_beyond_accuracy_metric(spark):
+    """``--fail-if-drop novelty@5:0.1``: tonight's novelty paired with the previous run's by user
+    (a user without a value on a side left out); it fell by 0.5 for both users in common, with no
+    spread, so the drop is sure and the gate fails; NDCG, unchanged, passes."""
+    from ndcg_spark.job.config.gate_specs import parse_gates
+    from ndcg_spark.job.gates.regression import regression_gate
+
+    schema = "user_id int, k int, ndcg double, novelty double"
+    previous = spark.createDataFrame([(1, 5, 0.5, 2.0), (2, 5, 0.5, 3.0), (3, 5, 0.5, None)], schema)
+    current = spark.createDataFrame([(1, 5, 0.5, 1.5), (2, 5, 0.5, 2.5), (3, 5, 0.5, 9.0)], schema)
+    gates = parse_gates("drop", "novelty@5:0.1,5:0.1", computed=("novelty",))
+    outcome = regression_gate("2026-11-20", previous, "2026-11-21", current, gates, (), "user_id")
+    novelty, ndcg = outcome.checked
+    assert (novelty.passed, novelty.users, novelty.mean_previous, novelty.mean, novelty.mean_difference) == (
+        False,
+        2,
+        2.5,
+        2.0,
+        -0.5,
+    )
+    assert (ndcg.passed, ndcg.users, ndcg.mean_difference) == (True, 3, 0.0)
+    assert outcome.message.startswith("regression gate failed: run_date 2026-11-20 -> 2026-11-21, novelty@5: 2 users")

@@ -61,3 +61,43 @@ def test_validate_help_names_validate_and_takes_the_runs_flags(capsys):
     out = capsys.readouterr().out
     assert out.startswith("usage: ndcg-spark validate [-h]") and "Writes nothing." in out
     assert "--recommendations RECOMMENDATIONS" in out and "--k " in out
+
+
+def test_validate_checks_the_beyond_accuracy_tables_by_the_runs_rules(tmp_path, capsys):
+    """With --interactions and --items, validate holds them to evaluate's row rules (a null item;
+    an item listed twice, a feature vector holding a NaN or shorter than the longest) and counts
+    the interactions naming an item the items table lacks (z): a note, not a problem."""
+    import pandas as pd
+
+    (tmp_path / "recs.csv").write_text("user_id,item_id,score\n1,a,0.9\n1,b,0.5\n2,c,0.5\n")
+    (tmp_path / "rel.csv").write_text("user_id,item_id,relevance\n1,a,2\n2,c,1\n")
+    (tmp_path / "inter.csv").write_text("user_id,item_id\n1,a\n2,\n3,z\n3,a\n")
+    items = pd.DataFrame(
+        {
+            "item_id": ["a", "b", "b", "c", "d"],
+            "features": [[1.0, 0.0], [0.0, 1.0], [0.0, 1.0], [1.0, float("nan")], [1.0]],
+        }
+    )
+    items.to_parquet(tmp_path / "items.parquet")
+    flags = ["--recommendations", str(tmp_path / "recs.csv"), "--relevance", str(tmp_path / "rel.csv")]
+    flags += ["--format", "csv", "--k", "2", "--interactions", str(tmp_path / "inter.csv")]
+    flags += [
+        "--items",
+        str(tmp_path / "items.parquet"),
+        "--items-format",
+        "parquet",
+        "--item-features-col",
+        "features",
+    ]
+    assert run(["validate", *flags]) == EXIT_INPUT
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:-1] == [
+        "problem: interactions column 'item_id' is null in 1 row, e.g. user_id=2/item_id=null",
+        "problem: items column 'item_id' lists an item more than once in 2 rows, e.g. item_id=b",
+        "problem: items column 'features' holds a null or NaN in 1 row, e.g. item_id=c",
+        "problem: items column 'features' differs in length from the longest vector of the table in 1 row, "
+        "e.g. item_id=d",
+        "note: interactions: 1 rows name an item the items table lacks (counted; the run goes on)",
+    ]
+    record = json.loads(lines[-1])
+    assert record["unknown_items"] == {"interactions": 1} and len(record["problems"]) == 4

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ndcg_spark.errors import InputDataError
-from ndcg_spark.job.config.gate_specs import Gate
+from ndcg_spark.job.config.gate_specs import NDCG, Gate, summary_column
 from ndcg_spark.options import Cutoff, k_label
 
 #: The manifest format this code writes.
@@ -83,9 +83,13 @@ class Checked:
     def to_json(self) -> Dict[str, Any]:
         """The record the manifest keeps (``quality_gates``, ``regression_gate.gates``, ``non_inferiority``)."""
         head = {"gate": self.gate.describe(), "segment": self.segment, "k": self.k}
+        if self.gate.metric != NDCG:
+            # A beyond-accuracy figure: a floor records it under its summary column's name
+            # (``mean_novelty``, ``catalog_coverage``), a drop under ``mean_current`` as NDCG's.
+            head["metric"] = self.gate.metric
         interval = {"difference_ci_low": self.difference_ci_low, "difference_ci_high": self.difference_ci_high}
         if self.kind == "floor":
-            body = {"threshold": self.threshold, "users": self.users, "mean_ndcg": self.mean}
+            body = {"threshold": self.threshold, "users": self.users, summary_column(self.gate.metric): self.mean}
         elif self.kind == "drop":
             body = {
                 "threshold": self.threshold,
@@ -111,7 +115,14 @@ class Checked:
         """A record as :meth:`to_json` wrote it (missing figures read as None)."""
         get = record.get
         amount = get("margin") if kind == "worse" else get("threshold")
-        gate = RecordedGate(kind, (), get("k"), math.nan if amount is None else amount, text=get("gate") or "")
+        gate = RecordedGate(
+            kind,
+            (),
+            get("k"),
+            math.nan if amount is None else amount,
+            metric=get("metric") or NDCG,
+            text=get("gate") or "",
+        )
         users = {"floor": get("users"), "drop": get("users_in_common"), "worse": get("pairs")}[kind]
         return cls(
             gate,
@@ -119,7 +130,7 @@ class Checked:
             bool(get("passed", True)),
             threshold=get("margin") if kind == "worse" else get("threshold"),
             users=users,
-            mean=get("mean_ndcg") if kind == "floor" else get("mean_current"),
+            mean=get(summary_column(gate.metric)) if kind == "floor" else get("mean_current"),
             mean_previous=get("mean_previous"),
             mean_difference=get("mean_difference"),
             difference_ci_low=get("difference_ci_low"),
@@ -380,7 +391,8 @@ class RunResult:
 
 def gates_summary(result: RunResult) -> str:
     """A run's gates in a few words, as ``history`` shows them: ``-`` (none set), ``passed``, or
-    ``failed:`` and which (``floor@10``, ``drop@10 of model=a``, ``worse@10``).
+    ``failed:`` and which (``floor@10``, ``drop@10 of model=a``, ``worse@10``; a gate on a
+    beyond-accuracy figure names it: ``floor:novelty@10``).
 
     Examples
     --------
@@ -390,8 +402,12 @@ def gates_summary(result: RunResult) -> str:
     """
     if not result.gated:
         return "-"
-    failed = [f"{c.kind}@{k_label(c.k)}{of_segment(c)}" for c in result.failed]
+    failed = [f"{c.kind}{_metric_text(c)}@{k_label(c.k)}{of_segment(c)}" for c in result.failed]
     return "failed: " + ", ".join(failed) if failed else "passed"
+
+
+def _metric_text(c: Checked) -> str:
+    return "" if c.gate.metric == NDCG else f":{c.gate.metric}"
 
 
 def of_segment(c: Checked) -> str:

@@ -129,9 +129,13 @@ def _evaluate(spark, config: EvaluateConfig, stage: Stage, runs: Runs) -> RunRes
             progress.phase("writing report.html")
             bins = [r.asDict() for r in ndcg_histogram(per_user, opts.group_by).collect()]
             trend, key = trend_of(config, metrics, runs), part.key if part else RUN_DATE
+            # The exposure curve: at most 100 bins of popularity rank, counted in Spark.
+            curve = evaluation.exposure_curve()
+            exposure = [r.asDict() for r in curve.collect()] if curve is not None else None
             page = render(
                 metrics, bins, opts.group_by, notes=report_notes(config, opts), options=opts, trend=trend,
                 trend_key=key, verdict=wording.gate_lines(result), limits=wording.limits(result),
+                exposure=exposure, exposure_k=opts.largest_k,
             )  # fmt: skip
             stage.file("report.html", page)
     finally:

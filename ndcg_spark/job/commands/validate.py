@@ -1,6 +1,7 @@
 """``ndcg-spark validate``: the run's inputs checked as the run would read them, writing nothing.
 
-With the same flags and TOML file as the job, it reads both tables, applies every row rule
+With the same flags and TOML file as the job, it reads both tables (and the beyond-accuracy
+tables given: interactions, items, baseline recommendations), applies every row rule
 (:func:`ndcg_spark.validate`) and prints every problem with its row count and example keys (exit
 3), or, when there is none, the row accounting the run would publish (exit 0). Under
 ``on_invalid_rows = "quarantine"`` the problems are the rows the run would set aside: listed, and
@@ -13,7 +14,7 @@ import dataclasses
 from typing import Any, Dict, List, Sequence
 
 from ndcg_spark.errors import INVALID_ROWS, InputDataError
-from ndcg_spark.evaluation import evaluate
+from ndcg_spark.evaluation import BEYOND_TABLES, evaluate
 from ndcg_spark.job import console, progress
 from ndcg_spark.job.commands.inputs import account_rows, read_input
 from ndcg_spark.job.config.parsing import EvaluateConfig
@@ -34,6 +35,7 @@ def main(spark, config: EvaluateConfig) -> Dict[str, Any]:
     """Check ``config``'s inputs: ``{"problems": [...], "rows": accounting or None}``.
 
     ``problems`` are the one-line descriptions of every problem found (empty when none);
+    ``unknown_items`` what the items table lacks, per table ({} without one);
     ``rows`` the row accounting (:func:`~ndcg_spark.job.commands.inputs.account_rows`) when the run
     would go on, else None. Empty tables and schema problems raise :class:`InputDataError`.
     """
@@ -41,17 +43,20 @@ def main(spark, config: EvaluateConfig) -> Dict[str, Any]:
     recs = read_input(spark, config, "recommendations")
     rel = read_input(spark, config, "relevance")
     attributes = read_input(spark, config, "user_attributes") if config.inputs.user_attributes else None
+    beyond = {role: read_input(spark, config, role) for role in BEYOND_TABLES if getattr(config.inputs, role)}
     opts = config.options
     progress.phase("checking every row rule")
     problems: List[str] = []
     try:
-        validate(recs, rel, dataclasses.replace(opts, on_invalid_rows="error"))
+        reports = validate(recs, rel, dataclasses.replace(opts, on_invalid_rows="error"), **beyond)
     except InputDataError as error:
         if error.condition != INVALID_ROWS:  # an empty table, a schema problem: no rule was applied
             raise
         problems = list(error.parameters["problems"])
+        reports = error.reports
+    unknown = {t: r.unknown_items for t, r in reports.items() if r.unknown_items}
     if problems and opts.on_invalid_rows == "error":
-        return {"problems": problems, "rows": None}
+        return {"problems": problems, "rows": None, "unknown_items": unknown}
     progress.phase("counting the rows the run would use")
     evaluation = evaluate(recs, rel, opts, user_attributes=attributes)
     sums = evaluation.row_accounting()
@@ -59,13 +64,17 @@ def main(spark, config: EvaluateConfig) -> Dict[str, Any]:
     rejected: Dict[str, Dict[str, int]] = {"recommendations": {}, "relevance": {}}
     for table, frame in (evaluation.rejected or {}).items():
         rejected[table] = {r["reason"]: r["count"] for r in frame.groupBy("reason").count().collect()}
-    return {"problems": problems, "rows": account_rows(read, rejected, sums)}
+    return {"problems": problems, "rows": account_rows(read, rejected, sums), "unknown_items": unknown}
 
 
 def report(checked: Dict[str, Any]) -> tuple:
     """(exit code, the lines on stdout, the finished record) of what :func:`main` found."""
-    problems, rows = checked["problems"], checked["rows"]
+    problems, rows, unknown = checked["problems"], checked["rows"], checked.get("unknown_items") or {}
     lines = [console.printable(f"problem: {p}") for p in problems]
+    for table, n in unknown.items():
+        what = "rows name" if table == "interactions" else "distinct items are"
+        missing = "an item the items table lacks" if table == "interactions" else "missing from the items table"
+        lines.append(f"note: {table}: {n} {what} {missing} (counted; the run goes on)")
     if rows is not None:
         lines += console.accounting_lines(rows)
     invalid = rows is None
@@ -75,5 +84,6 @@ def report(checked: Dict[str, Any]) -> tuple:
         "status": "invalid_input" if invalid else "ok",
         "problems": problems,
         "rows": rows,
+        "unknown_items": unknown,
     }
     return (EXIT_INPUT if invalid else EXIT_OK), lines, record

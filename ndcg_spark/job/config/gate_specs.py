@@ -1,8 +1,9 @@
 """The job's gates: one model for its three kinds, one parser for their spelling, one check.
 
-A gate is written ``[column=value:]k:amount[,...]``. The optional filter (``model=v2``, or
+A gate is written ``[column=value:][metric@]k:amount[,...]``. The optional filter (``model=v2``, or
 ``model=v2&country=kr``) selects the rows it holds, ``k`` is a cutoff computed (``all`` for the
-whole list) and ``amount`` depends on the kind:
+whole list), the optional metric a beyond-accuracy figure the run computes (NDCG without one:
+``catalog_coverage@10:0.2``, ``model=v2:novelty@10:0.5``) and ``amount`` depends on the kind:
 
 =========  ==================  ==============================================================
 kind       flag                amount
@@ -12,6 +13,13 @@ drop       ``--fail-if-drop``  the largest fall from the last run (``0.02``, or 
 worse      ``--fail-if-worse`` the margin a candidate may trail its baseline by
 =========  ==================  ==============================================================
 
+Which figures each kind may hold (:data:`GATED`): a floor, any figure but ``gini_index``; a drop,
+NDCG and the per-user means (it pairs users); a margin, NDCG. ``gini_index`` measures
+concentration, lower is better: a floor or an allowed drop on it would pass the worse run, so
+it is refused (gate ``catalog_coverage`` or ``distributional_coverage``, which rise as exposure
+spreads). NDCG's amounts lie in [0, 1]; a beyond-accuracy figure's may be any number >= 0
+(novelty and distributional coverage are bits, popularity a count).
+
 The config parses each gate once (:func:`parse_gates`); :func:`ndcg_spark.job.gates.holding.check`
 holds gates against the few rows the driver already holds and :mod:`ndcg_spark.job.gates.wording`
 words what it found.
@@ -20,11 +28,11 @@ words what it found.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ndcg_spark.errors import ConfigError
-from ndcg_spark.options import Cutoff, k_label, parse_cutoff
+from ndcg_spark.options import BEYOND_GLOBAL, BEYOND_PER_USER, Cutoff, k_label, parse_cutoff
 
 #: Columns of compare's rows a ``--fail-if-worse`` filter may name besides the segments.
 MODEL_COLUMNS = ("baseline_model", "candidate_model")
@@ -32,6 +40,30 @@ MODEL_COLUMNS = ("baseline_model", "candidate_model")
 #: What the regression gate compares with: the most recent earlier complete run, or the most
 #: recent earlier one whose gates all passed.
 DROP_BASELINES = ("last", "last_passed")
+
+
+#: The figure a gate holds when its spelling names none.
+NDCG = "ndcg"
+
+#: The figures each kind of gate may hold (see the module's text: gini_index is lower-is-better).
+GATED = {
+    "floor": (NDCG, *BEYOND_PER_USER, *(m for m in BEYOND_GLOBAL if m != "gini_index")),
+    "drop": (NDCG, *BEYOND_PER_USER),
+    "worse": (NDCG,),
+}
+
+
+def summary_column(metric: str) -> str:
+    """The summary column a floor on ``metric`` reads: ``mean_ndcg``, ``mean_<name>`` of a per-user
+    metric, the global figure's own name."""
+    return metric if metric in BEYOND_GLOBAL else f"mean_{metric}"
+
+
+def figure_label(metric: str) -> str:
+    """How a gate's line names its figure: ``mean NDCG``, ``mean novelty``, ``catalog_coverage``."""
+    if metric == NDCG:
+        return "mean NDCG"
+    return metric if metric in BEYOND_GLOBAL else f"mean {metric}"
 
 
 @dataclass(frozen=True)
@@ -71,6 +103,8 @@ class Gate:
         ``relative``.
     relative : bool
         Whether ``amount`` was written as a percentage (``2%`` is 0.02 of the earlier mean).
+    metric : str
+        The figure held: ``ndcg``, or a beyond-accuracy one (:data:`GATED`).
     """
 
     kind: str
@@ -78,6 +112,7 @@ class Gate:
     k: Cutoff
     amount: float
     relative: bool = False
+    metric: str = field(default=NDCG, repr=False)
 
     def selects(self, row: Mapping[str, Any]) -> bool:
         """Whether ``row`` (a summary, change or comparison row) is one this gate holds: its k,
@@ -91,16 +126,26 @@ class Gate:
         return None if earlier_mean is None else self.amount * earlier_mean
 
     def describe(self) -> str:
-        """The gate as written, e.g. ``model=v2:10:2%``."""
+        """The gate as written, e.g. ``model=v2:10:2%`` or ``catalog_coverage@10:0.2``."""
         amount = f"{self.amount * 100:g}%" if self.relative else f"{self.amount:g}"
         where = "&".join(f"{c}={v}" for c, v in self.where)
-        return (f"{where}:" if where else "") + f"{k_label(self.k)}:{amount}"
+        metric = "" if self.metric == NDCG else f"{self.metric}@"
+        return (f"{where}:" if where else "") + f"{metric}{k_label(self.k)}:{amount}"
+
+    @property
+    def label(self) -> str:
+        """The figure as a line names it (:func:`figure_label`)."""
+        return figure_label(self.metric)
 
 
 def parse_gates(
-    kind: str, spec: Any, group_by: Sequence[str] = (), cutoffs: Optional[Sequence[Cutoff]] = None
+    kind: str,
+    spec: Any,
+    group_by: Sequence[str] = (),
+    cutoffs: Optional[Sequence[Cutoff]] = None,
+    computed: Optional[Sequence[str]] = None,
 ) -> Tuple[Gate, ...]:
-    """Parse ``[column=value:]k:amount[,...]`` (a string, or a list of such strings from TOML).
+    """Parse ``[column=value:][metric@]k:amount[,...]`` (a string, or a list of such strings from TOML).
 
     Parameters
     ----------
@@ -112,6 +157,9 @@ def parse_gates(
         The segment columns a filter may name (and, for ``worse``, the model columns).
     cutoffs : sequence of int or None, optional
         The cutoffs computed; a gate on another k is refused. Not checked when omitted.
+    computed : sequence of str, optional
+        The beyond-accuracy metrics the run computes; a gate on another is refused. Not checked
+        when omitted.
 
     Returns
     -------
@@ -126,6 +174,8 @@ def parse_gates(
     --------
     >>> parse_gates("drop", "10:0.02,model=v2:all:2%", ["model"])[1]
     Gate(kind='drop', where=(('model', 'v2'),), k=None, amount=0.02, relative=True)
+    >>> parse_gates("floor", "catalog_coverage@10:0.2")[0].describe()
+    'catalog_coverage@10:0.2'
     """
     spelling = KINDS[kind]
     if spec is None or spec == "" or spec == []:
@@ -138,13 +188,38 @@ def parse_gates(
         fields = str(part).strip().rsplit(":", 2)
         where = fields.pop(0) if len(fields) == 3 else ""
         k_text, amount_text = fields if len(fields) == 2 else ("", "")
-        k, (amount, relative) = _cutoff(k_text), _amount(amount_text, spelling.relative)
+        metric, _, k_text = k_text.strip().rpartition("@")
+        metric = _metric(metric.strip() or NDCG, kind, spelling, computed)
+        k, (amount, relative) = _cutoff(k_text), _amount(amount_text, spelling.relative, bounded=metric == NDCG)
         if k == -1 or amount is None:
             raise ConfigError(f"{spelling.key} = {part!r}: {expected}")
         if cutoffs is not None and k not in cutoffs:
             raise ConfigError(f"{spelling.key} names k = {k_text.strip()}, which is not among the cutoffs computed")
-        gates.append(Gate(kind, _segment_filter(where, spelling, allowed), k, amount, relative))
+        gates.append(Gate(kind, _segment_filter(where, spelling, allowed), k, amount, relative, metric))
     return tuple(gates)
+
+
+def _metric(metric: str, kind: str, spelling: Kind, computed: Optional[Sequence[str]]) -> str:
+    """The figure a gate names, refused in one line when its kind cannot hold it or the run does not compute it."""
+    if metric not in (NDCG, *BEYOND_PER_USER, *BEYOND_GLOBAL):
+        raise ConfigError(
+            f"{spelling.key} names {metric!r}, not a figure to gate (ndcg, or one of {', '.join(GATED['floor'][1:])})"
+        )
+    if metric == "gini_index":
+        raise ConfigError(
+            f"{spelling.key} cannot hold gini_index: it measures concentration (lower is better), so a floor "
+            "or an allowed drop on it would pass the worse run; gate catalog_coverage or distributional_coverage"
+        )
+    if metric not in GATED[kind]:
+        why = (
+            "it pairs users, and " + metric + " is a figure of the whole catalog" if kind == "drop" else "it holds NDCG"
+        )
+        raise ConfigError(f"{spelling.key} cannot hold {metric}: {why}")
+    if metric != NDCG and computed is not None and metric not in computed:
+        raise ConfigError(
+            f"{spelling.key} names {metric}, which this run does not compute (set beyond_accuracy and give its input)"
+        )
+    return metric
 
 
 def _cutoff(text: str) -> Cutoff:
@@ -155,8 +230,9 @@ def _cutoff(text: str) -> Cutoff:
         return -1
 
 
-def _amount(text: str, relative: bool) -> Tuple[Optional[float], bool]:
-    """(amount, is relative): ``0.02`` or ``2%`` (0.02 relative); None when neither or out of range."""
+def _amount(text: str, relative: bool, bounded: bool = True) -> Tuple[Optional[float], bool]:
+    """(amount, is relative): ``0.02`` or ``2%`` (0.02 relative); None when neither or out of range
+    ([0, 1] when ``bounded`` or relative, else any finite number >= 0)."""
     text = text.strip()
     is_relative = text.endswith("%")
     if is_relative and not relative:
@@ -166,7 +242,7 @@ def _amount(text: str, relative: bool) -> Tuple[Optional[float], bool]:
     except ValueError:
         return None, False
     value = value / 100.0 if is_relative else value
-    if math.isnan(value) or not 0.0 <= value <= 1.0:
+    if math.isnan(value) or value < 0.0 or ((bounded or is_relative) and value > 1.0) or math.isinf(value):
         return None, False
     return value, is_relative
 
@@ -211,7 +287,7 @@ class DropGates:
     @classmethod
     def parse(
         cls, spec: Any, on_estimate: bool, baseline: Any, group_by: Sequence[str], cutoffs: Sequence[Cutoff],
-        partitioned: bool,
+        partitioned: bool, computed: Optional[Sequence[str]] = None,
     ) -> Optional[DropGates]:  # fmt: skip
         """The gates of ``fail_if_drop`` (None when not asked for).
 
@@ -226,7 +302,7 @@ class DropGates:
         baseline = "last" if baseline is None else baseline
         if baseline not in DROP_BASELINES:
             raise ConfigError(f"drop_baseline = {baseline!r} is not one of {', '.join(DROP_BASELINES)}")
-        gates = parse_gates("drop", spec, group_by, cutoffs)
+        gates = parse_gates("drop", spec, group_by, cutoffs, computed)
         if not gates:
             return None
         if not partitioned:

@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Dict, Mapping, Optional, Sequence, Tuple
 
 from ndcg_spark.compare import CORRECTIONS, PAIRINGS
 from ndcg_spark.errors import ConfigError
+from ndcg_spark.evaluation import BEYOND_TABLES, beyond_metrics
 from ndcg_spark.job.config import settings
 from ndcg_spark.job.config.flags import build_parser, load_toml
 from ndcg_spark.job.config.gate_specs import DropGates, Gate, parse_gates
@@ -157,13 +158,15 @@ class EvaluateConfig(_Config):
     @classmethod
     def _own(cls, values: Dict[str, Any], opts: EvaluationOptions, output: Output) -> Dict[str, Any]:
         text = values.get("fail_below")
+        # The beyond-accuracy figures a gate may name: those the inputs given allow, known before any is read.
+        computed = beyond_metrics(opts, [t for t in BEYOND_TABLES if values.get(t)])
         drop = DropGates.parse(
             values.get("fail_if_drop"), values.get("drop_on_estimate", False), values.get("drop_baseline"),
-            opts.group_by, opts.cutoffs, output.partition is not None,
+            opts.group_by, opts.cutoffs, output.partition is not None, computed,
         )  # fmt: skip
         return {
             "fail_below": text,
-            "gates": parse_gates("floor", text, opts.group_by, opts.cutoffs),
+            "gates": parse_gates("floor", text, opts.group_by, opts.cutoffs, computed),
             "drop": drop,
             "trend_runs": values.get("trend_runs", 14),
         }

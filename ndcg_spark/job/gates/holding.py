@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, List, Mapping, Sequence
 
-from ndcg_spark.job.config.gate_specs import Gate, parse_gates  # noqa: F401 - parse_gates: the examples
+from ndcg_spark.job.config.gate_specs import Gate, parse_gates, summary_column  # noqa: F401 - parse_gates: the examples
 from ndcg_spark.job.result import Checked
 
 
@@ -18,8 +18,9 @@ def check(
 ) -> List[Checked]:  # fmt: skip
     """Each gate held against every row it selects, in the order of the gates then the rows.
 
-    - **floor** (rows: the summary): passes when the segment's mean NDCG reaches the floor; a
-      segment without users in the mean does not.
+    - **floor** (rows: the summary): passes when the segment's mean NDCG (or the gate's
+      beyond-accuracy figure: ``mean_<name>``, or a global one) reaches the floor; a segment
+      without a value (no users in the mean) does not.
     - **drop** (rows: the paired changes of :func:`~ndcg_spark.job.gates.regression.paired_change`):
       fails when NDCG fell by more than the allowed drop (a relative one is a share of the
       earlier mean) and, unless ``point_estimate``, the 95% interval of the paired difference
@@ -50,7 +51,7 @@ def check(
 def _held(gate: Gate, r: Mapping[str, Any], group_by: Sequence[str], point_estimate: bool) -> Checked:
     segment = {c: r.get(c) for c in group_by}
     if gate.kind == "floor":
-        mean = r["mean_ndcg"]
+        mean = r.get(summary_column(gate.metric))
         passed = mean is not None and mean >= gate.amount
         return Checked(gate, segment, passed, threshold=gate.amount, users=r["users"], mean=mean)
     high = r.get("difference_ci_high")

@@ -24,10 +24,10 @@ from ndcg_spark.paired import paired_difference
 
 
 def paired_change(
-    current: DataFrame, previous: DataFrame, group_by: Sequence[str], user_col: str
+    current: DataFrame, previous: DataFrame, group_by: Sequence[str], user_col: str, metric: str = "ndcg"
 ) -> List[Dict[str, Any]]:
-    """Per segment and k, the paired change of NDCG from ``previous`` to ``current`` over the
-    users in both (same segment, user and k).
+    """Per segment and k, the paired change of NDCG (or of the per-user ``metric``) from
+    ``previous`` to ``current`` over the users in both (same segment, user and k).
 
     The pairing and the sums run in Spark; one row per segment and k is collected, and the 95%
     interval of the mean difference is computed from it as ``compare`` does (paired t).
@@ -55,7 +55,12 @@ def paired_change(
         raise InputDataError(
             f"the previous run's per-user table has no column {missing[0]!r}: it was evaluated with other segments"
         )
-    return paired_difference(current, previous, group_by, user_col)
+    if metric not in previous.columns:
+        raise InputDataError(
+            f"the previous run's per-user table has no column {metric!r}: it did not compute {metric}, "
+            "so there is nothing to pair with"
+        )
+    return paired_difference(current, previous, group_by, user_col, metric)
 
 
 def regression_gate(
@@ -110,7 +115,9 @@ def regression_gate(
     if previous is None:
         outcome = DropOutcome(current_value, None, (), "", tuple(skipped))
     else:
-        changes = paired_change(current_per_user, previous_per_user, group_by, user_col)
-        checked = check(gates, changes, group_by, point_estimate=point_estimate)
+        # One pairing per figure the gates hold (NDCG, a per-user beyond-accuracy mean), in the gates' order.
+        metrics = list(dict.fromkeys(g.metric for g in gates))
+        changes = {m: paired_change(current_per_user, previous_per_user, group_by, user_col, m) for m in metrics}
+        checked = [c for g in gates for c in check([g], changes[g.metric], group_by, point_estimate=point_estimate)]
         outcome = DropOutcome(current_value, previous, tuple(checked), "", tuple(skipped))
     return replace(outcome, message=drop_line(outcome, key, which, shown))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple
 
+from ndcg_spark.job.config.gate_specs import NDCG
 from ndcg_spark.job.config.targets import RUN_DATE
 from ndcg_spark.job.result import Checked, DropOutcome, RunResult, of_segment, segment_text
 from ndcg_spark.options import k_label
@@ -50,9 +51,14 @@ def skipped_text(skipped: Sequence[str], key: str) -> str:
 def limits(result: RunResult) -> List[Tuple[str, float]]:
     """(label, value) of what tonight's mean had to reach, for the trend chart: each floor, and
     each drop gate's lowest allowed mean (the earlier run's mean less the allowed drop)."""
-    found = [(f"floor of NDCG@{k_label(c.k)}{of_segment(c)}", float(c.threshold)) for c in result.floors]
+    # The trend chart draws mean NDCG: a gate on a beyond-accuracy figure has no place on it.
+    found = [
+        (f"floor of NDCG@{k_label(c.k)}{of_segment(c)}", float(c.threshold))
+        for c in result.floors
+        if c.gate.metric == NDCG
+    ]
     for c in result.drop.checked if result.drop else ():
-        if c.mean_previous is not None and c.threshold is not None:
+        if c.mean_previous is not None and c.threshold is not None and c.gate.metric == NDCG:
             found.append(
                 (f"lowest NDCG@{k_label(c.k)}{of_segment(c)} the drop gate allows", c.mean_previous - c.threshold)
             )
@@ -111,15 +117,15 @@ def drop_line(outcome: DropOutcome, key: str, which: str, output: str) -> str:
 
 
 def _floor_line(c: Checked) -> str:
-    k = k_label(c.k)
+    k, label = k_label(c.k), c.gate.label
     if c.passed:
-        return f"quality gate passed: mean NDCG@{k}{of_segment(c)} = {c.mean:.6f} is at least {c.threshold}"
+        return f"quality gate passed: {label}@{k}{of_segment(c)} = {c.mean:.6f} is at least {c.threshold}"
     if c.mean is not None:
-        what = f"mean NDCG@{k}{of_segment(c)} = {c.mean:.6f} is below {c.threshold}"
+        what = f"{label}@{k}{of_segment(c)} = {c.mean:.6f} is below {c.threshold}"
     elif c.users is None:
-        what = f"no segment {segment_text(c)} at NDCG@{k} to hold against {c.threshold}"
+        what = f"no segment {segment_text(c)} at {_figure(c)}@{k} to hold against {c.threshold}"
     else:
-        what = f"mean NDCG@{k}{of_segment(c)} has no users, below {c.threshold}"
+        what = f"{label}@{k}{of_segment(c)} has no users, below {c.threshold}"
     return f"quality gate failed: {what}"
 
 
@@ -143,10 +149,15 @@ def _worse_line(c: Checked) -> str:
     return f"non-inferiority gate failed: {pair}{of} is worse at NDCG@{k} by more than {c.threshold:g}: {figures}"
 
 
+def _figure(c: Checked) -> str:
+    """The figure a gate holds, as its lines name it without ``mean``: ``NDCG``, ``novelty``."""
+    return "NDCG" if c.gate.metric == NDCG else c.gate.metric
+
+
 def describe_change(c: Checked) -> str:
     """What a drop gate compared, e.g. ``NDCG@10 of model=v2: 480 users in common, difference
     -0.031200, 95% interval [-0.040100, -0.022300], allowed drop 0.020000``."""
-    text = f"NDCG@{k_label(c.k)}{of_segment(c)}: {c.users if c.found else 0} users in common"
+    text = f"{_figure(c)}@{k_label(c.k)}{of_segment(c)}: {c.users if c.found else 0} users in common"
     if c.mean_difference is None:
         return text + " (nothing to compare)"
     text += f", difference {c.mean_difference:+.6f}"

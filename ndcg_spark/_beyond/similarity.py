@@ -1,0 +1,199 @@
+"""Similarity and what reads it: each user's history (:func:`history_table`), the co-occurrence
+cosines a list needs (:func:`cooccurrence`, :func:`pair_sums`, :func:`serendipity_sums`), and
+the per-user metrics over them: ``category_diversity``, ``diversity`` and ``serendipity``
+(:func:`metrics_at`).
+
+Similarity is computed only where a metric reads it: a category or feature cosine from the
+list's own arrays (the sum of the normalised vectors gives every pair's cosine at once), a
+co-occurrence cosine for the item pairs some list or some user's history pairs with a
+recommended item, from the pairs of items within each user's history (at most
+``max_history`` distinct items per user: a longer history stops the run, naming the user).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Sequence
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from ndcg_spark._beyond.columns import (
+    ATTRS,
+    CATEGORY,
+    FEATURES,
+    HI,
+    HISTORY,
+    HISTORY_CATS,
+    HISTORY_SIZE,
+    HISTORY_VECTOR,
+    LO,
+    PAIR_SUMS,
+    SEREN_SUMS,
+    SIM,
+    UNIT,
+    USERS,
+    array_sum,
+    share_of,
+)
+from ndcg_spark._columns import ITEM
+from ndcg_spark._sql import ident, string_literal
+from ndcg_spark.errors import input_check
+from ndcg_spark.options import EvaluationOptions
+
+
+def unit(features: str) -> str:
+    """SQL: a feature vector divided by its norm (null for a zero vector: it is similar to nothing)."""
+    norm = f"sqrt(aggregate({features}, 0.0D, (a, x) -> a + x * x))"
+    return f"(CASE WHEN {norm} > 0.0D THEN transform({features}, x -> x / {norm}) END)"
+
+
+def history_table(interactions: DataFrame, items: Optional[DataFrame], opts: EvaluationOptions) -> DataFrame:
+    """Per user: the distinct items of its interactions (``HISTORY``), their number, and what the
+    similarity reads of them: their categories, or the sum of their normalised feature vectors.
+
+    Under ``similarity = "cooccurrence"`` a user with more than ``max_history`` distinct items
+    stops the run, naming the user: its pairs grow with the square of its history.
+    """
+    user = ident(opts.user_col)
+    distinct = interactions.select(user, ITEM).distinct()
+    if opts.similarity in ("features", "category") and items is not None:
+        distinct = distinct.join(items.selectExpr(ITEM, CATEGORY, f"{unit(FEATURES)} AS {UNIT}"), on=ITEM, how="left")
+    else:
+        distinct = distinct.selectExpr(
+            "*", f"CAST(NULL AS STRING) AS {CATEGORY}", f"CAST(NULL AS array<double>) AS {UNIT}"
+        )
+    grouped = distinct.groupBy(user).agg(
+        F.collect_list(ITEM).alias(HISTORY),
+        F.collect_list(CATEGORY).alias(HISTORY_CATS),
+        F.collect_list(UNIT).alias("__nb_units"),
+    )
+    summed = (
+        "aggregate(__nb_units, CAST(NULL AS array<double>), (acc, v) -> CASE WHEN acc IS NULL THEN v "
+        "ELSE zip_with(acc, v, (a, b) -> a + b) END)"
+    )
+    out = grouped.selectExpr(
+        user, HISTORY, f"size({HISTORY}) AS {HISTORY_SIZE}", HISTORY_CATS, f"{summed} AS {HISTORY_VECTOR}"
+    )
+    if opts.similarity == "cooccurrence":
+        message = (
+            f"concat({string_literal(f'interactions: {opts.user_col}=')}, CAST({user} AS STRING), ' has ', "
+            f"CAST({HISTORY_SIZE} AS STRING), {string_literal(f' distinct items, more than max_history = {opts.max_history} (co-occurrence pairs grow with its square); raise max_history or trim the history')})"
+        )
+        out = out.filter(input_check(f"{HISTORY_SIZE} > {int(opts.max_history)}", message))
+    return out
+
+
+def cooccurrence(history: DataFrame, opts: EvaluationOptions) -> DataFrame:
+    """Cosine of two items' user sets, ``SIM`` = |U_a ∩ U_b| / sqrt(|U_a| |U_b|), for every pair
+    (``LO`` < ``HI``) that some user's history holds together (any other pair is 0).
+
+    From the histories already checked against ``max_history``: at most max_history² / 2 pairs a user.
+    """
+    user = ident(opts.user_col)
+    pairs = history.selectExpr(
+        user,
+        f"explode(flatten(transform({HISTORY}, a -> transform(filter({HISTORY}, b -> b > a), b -> named_struct('lo', a, 'hi', b))))) AS __nb_pair",
+    )
+    counts = pairs.groupBy(F.col("__nb_pair.lo").alias(LO), F.col("__nb_pair.hi").alias(HI)).agg(
+        F.count(F.lit(1)).alias("__nb_both")
+    )
+    users = history.selectExpr(f"explode({HISTORY}) AS {ITEM}").groupBy(ITEM).agg(F.count(F.lit(1)).alias(USERS))
+    return (
+        counts.join(users.selectExpr(f"{ITEM} AS {LO}", f"{USERS} AS __nb_lo_users"), on=LO)
+        .join(users.selectExpr(f"{ITEM} AS {HI}", f"{USERS} AS __nb_hi_users"), on=HI)
+        .selectExpr(LO, HI, f"__nb_both / sqrt(CAST(__nb_lo_users AS DOUBLE) * __nb_hi_users) AS {SIM}")
+    )
+
+
+def _cut_sums(position: str, value: str, opts: EvaluationOptions) -> List[str]:
+    """Aggregates: the sum of ``value`` over the rows at ``position`` within each cutoff, in order."""
+    return [
+        f"coalesce(sum(CASE WHEN {position} <= {int(k)} THEN {value} END), 0.0D)"
+        if k is not None
+        else f"coalesce(sum({value}), 0.0D)"
+        for k in opts.cutoffs
+    ]
+
+
+def pair_sums(rows: DataFrame, sims: DataFrame, keys: List[str], opts: EvaluationOptions) -> DataFrame:
+    """Per list: the sum of the co-occurrence cosines of its item pairs within each cutoff (``PAIR_SUMS``)."""
+    pairs = rows.selectExpr(
+        *keys,
+        f"explode(flatten(transform({ATTRS}, a -> transform(filter({ATTRS}, b -> b.p > a.p), "
+        "b -> named_struct('p', b.p, 'lo', least(a.i, b.i), 'hi', greatest(a.i, b.i), 'same', a.i = b.i))))) AS __nb_pair",
+    ).selectExpr(
+        *keys,
+        "__nb_pair.p + 1 AS __nb_last",
+        f"__nb_pair.lo AS {LO}",
+        f"__nb_pair.hi AS {HI}",
+        "__nb_pair.same AS __nb_same",
+    )
+    joined = pairs.join(sims, on=[LO, HI], how="left")
+    value = f"(CASE WHEN __nb_same THEN 1.0D ELSE coalesce({SIM}, 0.0D) END)"
+    sums = ", ".join(_cut_sums("__nb_last", value, opts))
+    return joined.groupBy(*[F.col(c) for c in keys]).agg(F.expr(f"array({sums})").alias(PAIR_SUMS))
+
+
+def serendipity_sums(rows: DataFrame, sims: DataFrame, keys: List[str], opts: EvaluationOptions) -> DataFrame:
+    """Per list: Σ relevance × cosine(item, history item) over its items within each cutoff and
+    the user's history (``SEREN_SUMS``); an item of the history is its own cosine 1."""
+    pairs = (
+        rows.filter(f"{HISTORY} IS NOT NULL")
+        .selectExpr(
+            *keys,
+            f"explode(flatten(transform({ATTRS}, x -> transform({HISTORY}, h -> named_struct('p', x.p, 'r', x.r, "
+            "'lo', least(x.i, h), 'hi', greatest(x.i, h), 'same', x.i = h))))) AS __nb_pair",
+        )
+        .selectExpr(
+            *keys,
+            "__nb_pair.p + 1 AS __nb_pos1",
+            "__nb_pair.r AS __nb_r",
+            f"__nb_pair.lo AS {LO}",
+            f"__nb_pair.hi AS {HI}",
+            "__nb_pair.same AS __nb_same",
+        )
+    )
+    joined = pairs.join(sims, on=[LO, HI], how="left")
+    value = f"(__nb_r * CASE WHEN __nb_same THEN 1.0D ELSE coalesce({SIM}, 0.0D) END)"
+    sums = ", ".join(_cut_sums("__nb_pos1", value, opts))
+    return joined.groupBy(*[F.col(c) for c in keys]).agg(F.expr(f"array({sums})").alias(SEREN_SUMS))
+
+
+def metrics_at(top: str, k: Optional[int], names: Sequence[str], opts: EvaluationOptions) -> Dict[str, str]:
+    """SQL of each similarity metric of ``names`` at cutoff ``k``, from ``top`` (the list's
+    positions within k, one struct each: the item's category ``c``, normalised features ``f``
+    and relevance ``r``), the history's columns and the co-occurrence sums (``PAIR_SUMS``,
+    ``SEREN_SUMS``: one sum per cutoff, in the order of ``opts.cutoffs``)."""
+    n = f"size({top})"
+    by_k = opts.short_lists == "k"
+    index = opts.cutoffs.index(k)
+    out: Dict[str, str] = {}
+    if "category_diversity" in names:
+        distinct = f"CAST(size(array_distinct(filter(transform({top}, x -> x.c), c -> c IS NOT NULL))) AS DOUBLE)"
+        out["category_diversity"] = share_of(distinct, n, k, by_k)
+    if "diversity" in names:
+        pairs = f"(CAST({n} AS DOUBLE) * ({n} - 1) / 2.0D)"
+        if opts.similarity == "category":
+            cats = f"filter(transform({top}, x -> x.c), c -> c IS NOT NULL)"
+            same = f"aggregate(array_distinct({cats}), 0.0D, (s, c) -> s + (CAST(size(filter({cats}, d -> d = c)) AS DOUBLE) * (size(filter({cats}, d -> d = c)) - 1) / 2.0D))"
+        elif opts.similarity == "features":
+            units = f"filter(transform({top}, x -> x.f), f -> f IS NOT NULL)"
+            total = f"aggregate({units}, CAST(NULL AS array<double>), (acc, v) -> CASE WHEN acc IS NULL THEN v ELSE zip_with(acc, v, (a, b) -> a + b) END)"
+            squares = f"coalesce(aggregate({total}, 0.0D, (s, v) -> s + v * v), 0.0D)"
+            own = f"aggregate({units}, 0.0D, (s, v) -> s + aggregate(v, 0.0D, (t, w) -> t + w * w))"
+            same = f"(({squares} - {own}) / 2.0D)"
+        else:
+            same = f"{PAIR_SUMS}[{index}]"
+        out["diversity"] = f"(CASE WHEN {n} >= 2 THEN 1.0D - {same} / {pairs} END)"
+    if "serendipity" in names:
+        if opts.similarity == "cooccurrence":
+            relevance = array_sum(top, "x.r")
+            term = f"({relevance} - {SEREN_SUMS}[{index}] / CAST({HISTORY_SIZE} AS DOUBLE))"
+        else:
+            if opts.similarity == "category":
+                mean = f"(CAST(size(filter({HISTORY_CATS}, h -> h = x.c)) AS DOUBLE) / {HISTORY_SIZE})"
+            else:
+                mean = f"coalesce(aggregate(zip_with(x.f, {HISTORY_VECTOR}, (a, b) -> a * b), 0.0D, (s, v) -> s + v) / {HISTORY_SIZE}, 0.0D)"
+            term = array_sum(top, f"(1.0D - {mean}) * x.r")
+        out["serendipity"] = f"(CASE WHEN {HISTORY} IS NOT NULL AND {n} > 0 THEN {term} / CAST({n} AS DOUBLE) END)"
+    return out
