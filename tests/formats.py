@@ -63,7 +63,14 @@ def hive(base: Path) -> Dict[str, str]:
 
 def settings(setup: str, base: Path) -> Dict[str, str]:
     """The Spark settings of a setup, as a team passes them (``--conf`` or ``[spark]``)."""
-    common = {"spark.jars": ",".join(jars()), "spark.sql.extensions": EXTENSIONS, **hive(base)}
+    common = {
+        "spark.jars": ",".join(jars()),
+        "spark.sql.extensions": EXTENSIONS,
+        # Delta's VACUUM lists a table's folders in as many tasks as this says (10,000 by
+        # default): half a minute a VACUUM of a few files.
+        "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
+        **hive(base),
+    }
     if setup == "iceberg":
         return {
             **common,
@@ -76,7 +83,13 @@ def settings(setup: str, base: Path) -> Dict[str, str]:
             "spark.sql.catalog.lake.warehouse": str(base / "lake"),
         }
     if setup == "delta":
-        return {**common, "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog"}
+        return {
+            **common,
+            "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+            # A Delta table's state is rebuilt from its log in 50 tasks by default: hundreds of
+            # empty tasks a query on these few-row tables.
+            "spark.databricks.delta.snapshotPartitions": "2",
+        }
     raise ValueError(setup)
 
 
