@@ -1,7 +1,6 @@
 """Iceberg and Delta tables in processes of their own: SIGKILLs at each commit of a publish, and
 a run over Spark Connect. A file apart from ``tests/test_table_formats.py`` so that
-pytest-xdist runs its JVMs beside that file's in-process tests: ``.ci/run`` passes
-``--dist loadgroup``, so each test here goes to whichever worker is free.
+pytest-xdist runs its JVMs beside that file's in-process tests (``--dist loadfile``).
 """
 
 from __future__ import annotations

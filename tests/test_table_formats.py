@@ -30,9 +30,7 @@ from ndcg_spark.job.exits import EXIT_CONFIG, EXIT_OK, EXIT_QUALITY_GATE
 from tests import formats
 from tests.publishing import DATE
 
-# One group: the file's tests share a session per setup (``.ci/run`` hands the groups of the
-# format files to two workers, ``--dist loadgroup``: this group on one, each process test apart).
-pytestmark = [pytest.mark.formats, pytest.mark.job, pytest.mark.xdist_group("formats-in-process")]
+pytestmark = [pytest.mark.formats, pytest.mark.job]
 
 NEXT = "2026-11-22"
 FORMAT = {"iceberg": "iceberg", "delta": "delta"}
