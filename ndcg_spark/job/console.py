@@ -5,8 +5,7 @@ from __future__ import annotations
 import unicodedata
 from typing import Any, Dict, List, Optional, Sequence
 
-from ndcg_spark._metrics import beyond_comparison_columns
-from ndcg_spark.compare import COMPARISON_COLUMNS
+from ndcg_spark.compare import COMPARISON_COLUMNS, beyond_comparison_columns
 from ndcg_spark.evaluation import COMPANIONS, SUMMARY_COLUMNS
 from ndcg_spark.job.config.targets import shown
 from ndcg_spark.job.result import RunResult, gates_summary
