@@ -186,3 +186,4 @@ def test_compare_command_pairs_the_beyond_accuracy_metrics_as_the_library_does(s
     assert len(err) == 1 and "interactions" in err[0]
     worse = [*args, *beyond, "--output", str(tmp_path / "o3"), "--fail-if-worse", "novelty@2:0.1"]
     assert run(worse) == EXIT_CONFIG
+    assert "fail_if_worse cannot hold novelty: it holds NDCG" in capsys.readouterr().err
