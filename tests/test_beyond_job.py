@@ -178,6 +178,7 @@ def test_compare_command_pairs_the_beyond_accuracy_metrics_as_the_library_does(s
         for column in (f"{name}_pairs", f"mean_{name}_difference", f"std_{name}_difference", f"{name}_p_value"):
             assert [r[column] for r in rows] == [r[column] for r in expected] == [r[column] for r in table], column
     assert rows[0]["novelty_pairs"] == 2
+    assert "<th>mean_novelty_difference</th>" in (out / "report.html").read_text()
     # A metric whose input is missing: one line naming it.
     capsys.readouterr()
     missing = [*args, "--beyond-accuracy", "novelty", "--output", str(tmp_path / "o2")]
