@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Dict, Optional
 
-from ndcg_spark.options import EvaluationOptions
+from ndcg_spark.options import BEYOND_PER_USER, EvaluationOptions
 
 
 @dataclass(frozen=True)
@@ -114,6 +114,25 @@ COMPARISON_COLUMNS = (
     ("ties", "ties"),
     ("losses", "losses"),
 )
+
+
+def beyond_comparison_columns(row: Dict[str, object]) -> tuple:
+    """compare's paired figures of each beyond-accuracy metric present in a report row (its
+    ``<name>_pairs`` there), after :data:`COMPARISON_COLUMNS`: (column, console header)."""
+    return tuple(
+        (column.format(n), header.format(n))
+        for n in BEYOND_PER_USER
+        if f"{n}_pairs" in row
+        for column, header in (
+            ("{}_pairs", "{}_pairs"),
+            ("mean_{}_baseline", "{}_baseline"),
+            ("mean_{}_candidate", "{}_candidate"),
+            ("mean_{}_difference", "{}_difference"),
+            ("{}_difference_ci_low", "{}_ci_low"),
+            ("{}_difference_ci_high", "{}_ci_high"),
+            ("{}_p_value", "{}_p_value"),
+        )
+    )
 
 
 def companion_metrics(hits: str, precisions: str, first_hit: str, n_relevant: str, cut: str) -> Dict[str, str]:

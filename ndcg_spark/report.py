@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 
 from ndcg_spark._charts import BINS, _e, histograms, ndcg_curve, trend_chart
 from ndcg_spark._exposure_charts import coverage_curve, exposure_chart
-from ndcg_spark._metrics import COMPANIONS, COMPARISON_COLUMNS, SUMMARY_COLUMNS
+from ndcg_spark._metrics import COMPANIONS, COMPARISON_COLUMNS, SUMMARY_COLUMNS, beyond_comparison_columns
 from ndcg_spark._sql import ident
 from ndcg_spark.options import EvaluationOptions, k_label
 
@@ -320,6 +320,7 @@ def render_comparison(
     True
     """
     columns = ["baseline_model", "candidate_model", *group_by, "k", *(c for c, _ in COMPARISON_COLUMNS)]
+    columns += [c for c, _ in beyond_comparison_columns(rows[0])] if rows else []
     parts = page_head(title, notes, verdict=verdict)
     parts += ["<h2>Pairs</h2>", html_table(rows, columns, "comparison", ".4g")]
     parts.append("<h2>Mean difference (candidate − baseline) with its 95% interval</h2>")

@@ -121,3 +121,70 @@ def test_the_drop_gate_pairs_a_per_user_beyond_accuracy_metric(spark):
     )
     assert (ndcg.passed, ndcg.users, ndcg.mean_difference) == (True, 3, 0.0)
     assert outcome.message.startswith("regression gate failed: run_date 2026-11-20 -> 2026-11-21, novelty@5: 2 users")
+
+
+def test_compare_command_pairs_the_beyond_accuracy_metrics_as_the_library_does(spark, tmp_path, capsys):
+    """``ndcg-spark compare`` reads --interactions as evaluate does: per user and k its paired
+    novelty and unseen_share are the library's ``compare`` on the same tables (user 3, in the
+    candidate only, has no baseline novelty: no pair), and comparison.json, the comparison table
+    and the console carry their paired figures. A metric whose input is missing is one line
+    naming it, exit 2; the non-inferiority gate stays NDCG's: a beyond metric there is exit 2."""
+    import json
+
+    from chispa import assert_df_equality
+
+    from ndcg_spark import compare
+
+    files = {
+        "base.csv": "user_id,item_id,score\n1,a,2\n1,b,1\n2,c,1\n",
+        "cand.csv": "user_id,item_id,score\n1,c,2\n1,a,1\n2,b,1\n3,a,1\n",
+        "rel.csv": "user_id,item_id,relevance\n1,a,1\n2,c,1\n3,a,1\n",
+        "inter.csv": "user_id,item_id\n1,a\n2,a\n3,a\n3,b\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    out = tmp_path / "out"
+    args = ["compare", "--recommendations", str(tmp_path / "base.csv"), "--candidate", str(tmp_path / "cand.csv")]
+    args += ["--relevance", str(tmp_path / "rel.csv"), "--format", "csv", "--k", "2"]
+    beyond = ["--interactions", str(tmp_path / "inter.csv"), "--beyond-accuracy", "novelty,unseen_share"]
+    capsys.readouterr()
+    assert run([*args, *beyond, "--output", str(out)]) == EXIT_OK
+    printed = capsys.readouterr().out
+    assert "novelty_difference" in printed and "unseen_share_p_value" in printed
+
+    def csv(name):
+        schema = "user_id string, item_id string, score double"
+        if name == "rel.csv":
+            schema = "user_id string, item_id string, relevance double"
+        if name == "inter.csv":
+            schema = "user_id string, item_id string"
+        return spark.read.csv(str(tmp_path / name), header=True, schema=schema)
+
+    library = compare(
+        csv("base.csv"), csv("cand.csv"), csv("rel.csv"), k=[2], interactions=csv("inter.csv"),
+        beyond_accuracy=["novelty", "unseen_share"],
+    )  # fmt: skip
+    written = spark.read.parquet(str(out / "per_user"))
+    assert_df_equality(
+        written.select(*library.per_user.columns),
+        library.per_user,
+        ignore_row_order=True,
+        ignore_nullable=True,
+    )
+    expected = library.report()
+    rows = json.loads((out / "comparison.json").read_text())["comparison"]
+    table = [r.asDict() for r in spark.read.parquet(str(out / "comparison")).collect()]
+    for name in ("novelty", "unseen_share"):
+        for column in (f"{name}_pairs", f"mean_{name}_difference", f"std_{name}_difference", f"{name}_p_value"):
+            assert [r[column] for r in rows] == [r[column] for r in expected] == [r[column] for r in table], column
+    assert rows[0]["novelty_pairs"] == 2
+    assert "<th>mean_novelty_difference</th>" in (out / "report.html").read_text()
+    # A metric whose input is missing: one line naming it.
+    capsys.readouterr()
+    missing = [*args, "--beyond-accuracy", "novelty", "--output", str(tmp_path / "o2")]
+    assert run(missing) == EXIT_CONFIG
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "interactions" in err[0]
+    worse = [*args, *beyond, "--output", str(tmp_path / "o3"), "--fail-if-worse", "novelty@2:0.1"]
+    assert run(worse) == EXIT_CONFIG
+    assert "fail_if_worse cannot hold novelty: it holds NDCG" in capsys.readouterr().err

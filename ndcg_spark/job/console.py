@@ -5,7 +5,7 @@ from __future__ import annotations
 import unicodedata
 from typing import Any, Dict, List, Optional, Sequence
 
-from ndcg_spark.compare import COMPARISON_COLUMNS
+from ndcg_spark.compare import COMPARISON_COLUMNS, beyond_comparison_columns
 from ndcg_spark.evaluation import COMPANIONS, SUMMARY_COLUMNS
 from ndcg_spark.job.config.targets import shown
 from ndcg_spark.job.result import RunResult, gates_summary
@@ -89,6 +89,8 @@ def format_comparison(rows: List[Dict[str, Any]], segments: Sequence[str] = ()) 
     names = [c for c in ("baseline_model", "candidate_model") if rows and c in rows[0]]
     # The corrected p-value is shown only where compare_models corrected for several pairs.
     columns = [c for c in COMPARISON_COLUMNS if c[0] != "p_value_adjusted" or (rows and c[0] in rows[0])]
+    # Then each paired beyond-accuracy metric the comparison carries.
+    columns += beyond_comparison_columns(rows[0]) if rows else ()
     return text_table(rows, columns, [*names, *segments])
 
 

@@ -53,6 +53,12 @@ def _compare(spark, config: CompareConfig, stage: Stage, runs: Runs) -> RunResul
             if path in models:
                 raise ConfigError(f"model {path!r} is given twice")
             models[path] = read_input(spark, config, "recommendations", source=path, label="candidate")
+    # The beyond-accuracy inputs, those given, read as evaluate reads them and shared by every model.
+    beyond = {
+        role: read_input(spark, config, role)
+        for role in ("interactions", "items", "baseline_recommendations")
+        if getattr(config.inputs, role)
+    }
     result = compare_models(
         models,
         rel,
@@ -62,6 +68,7 @@ def _compare(spark, config: CompareConfig, stage: Stage, runs: Runs) -> RunResul
         pairs=config.pairs,
         correction=config.correction,
         user_attributes=attributes,
+        **beyond,
     ).persist()
     opts, part = result.options, config.output.partition
     try:
