@@ -137,11 +137,13 @@ def pair_sums(rows: DataFrame, sims: DataFrame, keys: List[str], opts: Evaluatio
 def serendipity_sums(rows: DataFrame, sims: DataFrame, keys: List[str], opts: EvaluationOptions) -> DataFrame:
     """Per list: Σ relevance × cosine(item, history item) over its items within each cutoff and
     the user's history (``SEREN_SUMS``); an item of the history is its own cosine 1."""
+    # Only the items with a relevance other than 0 are paired: the others add exactly 0.0 to every
+    # sum (a list without one gets no row here; metrics_at reads its sums as 0).
     pairs = (
         rows.filter(f"{HISTORY} IS NOT NULL")
         .selectExpr(
             *keys,
-            f"explode(flatten(transform({ATTRS}, x -> transform({HISTORY}, h -> named_struct('p', x.p, 'r', x.r, "
+            f"explode(flatten(transform(filter({ATTRS}, x -> x.r <> 0.0D), x -> transform({HISTORY}, h -> named_struct('p', x.p, 'r', x.r, "
             "'lo', least(x.i, h), 'hi', greatest(x.i, h), 'same', x.i = h))))) AS __nb_pair",
         )
         .selectExpr(
@@ -188,7 +190,7 @@ def metrics_at(top: str, k: Optional[int], names: Sequence[str], opts: Evaluatio
     if "serendipity" in names:
         if opts.similarity == "cooccurrence":
             relevance = array_sum(top, "x.r")
-            term = f"({relevance} - {SEREN_SUMS}[{index}] / CAST({HISTORY_SIZE} AS DOUBLE))"
+            term = f"({relevance} - coalesce({SEREN_SUMS}[{index}], 0.0D) / CAST({HISTORY_SIZE} AS DOUBLE))"
         else:
             if opts.similarity == "category":
                 mean = f"(CAST(size(filter({HISTORY_CATS}, h -> h = x.c)) AS DOUBLE) / {HISTORY_SIZE})"
