@@ -23,7 +23,6 @@ from ndcg_spark._beyond.columns import (
     CATEGORY,
     HAS_HISTORY,
     HEAD,
-    HISTORY,
     POP,
     POS,
     SELF_INFO,
@@ -96,12 +95,12 @@ def per_list(
         ).alias(ATTRS)
     )
     rows = grouped
-    # The item's judged relevance (the largest, were it judged twice), 0 when not judged.
-    relevance = (
-        f"coalesce(array_max(transform({JUDGED_ITEMS}, (j, n) -> CASE WHEN j = x.i THEN "
-        f"{JUDGED_RELEVANCE}[n] END)), 0.0D)"
-    )
     if "serendipity" in names:
+        # The item's judged relevance (the largest, were it judged twice), 0 when not judged.
+        relevance = (
+            f"coalesce(array_max(transform({JUDGED_ITEMS}, (j, n) -> CASE WHEN j = x.i THEN "
+            f"{JUDGED_RELEVANCE}[n] END)), 0.0D)"
+        )
         rows = rows.join(judged.select(*[F.col(c) for c in keys], JUDGED_ITEMS, JUDGED_RELEVANCE), on=raw, how="left")
         rows = rows.selectExpr(
             *keys,
@@ -112,19 +111,8 @@ def per_list(
     if baseline is not None:
         rows = rows.join(baseline.selectExpr(user, f"{ITEMS} AS {BASELINE}"), on=opts.user_col, how="left")
     if opts.similarity == "cooccurrence" and {"diversity", "serendipity"} & set(names):
-        # The pairs read the lists' own arrays, the relevance and the history, not the per-item
-        # table: built from the lists as they are grouped, not from ``rows`` (whose explode and
-        # join on the item Spark would run again for this branch).
-        light = lists.selectExpr(*keys, f"transform({items}, (i, p) -> named_struct('p', p, 'i', i)) AS {ATTRS}")
-        if "serendipity" in names:
-            light = light.join(
-                judged.select(*[F.col(c) for c in keys], JUDGED_ITEMS, JUDGED_RELEVANCE), on=raw, how="left"
-            ).selectExpr(
-                *keys, f"transform({ATTRS}, x -> named_struct('p', x.p, 'i', x.i, 'r', {relevance})) AS {ATTRS}"
-            )
-        light = light.join(history.select(user, HISTORY), on=opts.user_col, how="left")
         sims = similarity.cooccurrence(history, opts)
-        rows = rows.join(similarity.cooccurrence_sums(light, sims, keys, names, opts), on=raw, how="left")
+        rows = rows.join(similarity.cooccurrence_sums(rows, sims, keys, names, opts), on=raw, how="left")
     per_k = [
         f"named_struct('k', {cutoff_sql(k)}, "
         + ", ".join(
