@@ -20,6 +20,8 @@ medians; task CPU, shuffle and spill from Spark's status store, :mod:`metering`)
 (n)  ``evaluate(recs, rel, k=[10]).summary.collect()``: NDCG alone;
 (ba) the same with ``beyond_accuracy=True``: every per-user metric (co-occurrence similarity,
      the items' categories, the baseline) and the global figures;
+(bc) the same as (ba) with ``similarity="category"``: diversity and serendipity from the items'
+     categories, no co-occurrence pair (``--variants n,ba,bc,rc`` to time it);
 (rc) Recommenders: the top 10 per user by a ``row_number()`` window, then
      ``SparkDiversityEvaluation`` (co-occurrence similarity, the judged relevance) and its
      ``catalog_coverage``, ``distributional_coverage``, ``novelty``, ``diversity``, ``serendipity``.
@@ -90,7 +92,7 @@ def make_variants(spark, paths: Dict[str, str]) -> Dict[str, Callable[[], object
         row = ndcg_spark.evaluate(table("recs"), table("rel"), k=[K]).summary.first()
         return f"ndcg@{K}={row.mean_ndcg:.5f} users={row.users}"
 
-    def run_ba():
+    def run_ba(similarity: str = "cooccurrence"):
         result = ndcg_spark.evaluate(
             table("recs"),
             table("rel"),
@@ -100,6 +102,7 @@ def make_variants(spark, paths: Dict[str, str]) -> Dict[str, Callable[[], object
             baseline_recommendations=table("baseline"),
             item_category_col="category",
             beyond_accuracy=True,
+            similarity=similarity,
         )
         row = result.summary.first()
         return (
@@ -126,12 +129,13 @@ def make_variants(spark, paths: Dict[str, str]) -> Dict[str, Callable[[], object
         figures = (ev.catalog_coverage(), ev.distributional_coverage(), ev.novelty(), ev.diversity(), ev.serendipity())
         return "coverage={:.4f} entropy={:.4f} novelty={:.4f} diversity={:.4f} serendipity={:.4f}".format(*figures)
 
-    return {"n": run_n, "ba": run_ba, "rc": run_rc}
+    return {"n": run_n, "ba": run_ba, "bc": lambda: run_ba("category"), "rc": run_rc}
 
 
 DESCRIPTIONS = {
     "n": f"evaluate k=[{K}] .summary (NDCG alone)",
     "ba": f"evaluate k=[{K}] beyond_accuracy=True .summary",
+    "bc": f"evaluate k=[{K}] beyond_accuracy=True similarity='category' .summary",
     "rc": f"Recommenders SparkDiversityEvaluation on the top {K}: 5 figures",
 }
 
@@ -179,6 +183,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                 )
             if "ba" in res and "n" in res:
                 print(f"ba/n task CPU {res['ba']['task_cpu_median'] / res['n']['task_cpu_median']:.2f} (goal <= 3)")
+            if "bc" in res and "n" in res:
+                print(f"bc/n task CPU {res['bc']['task_cpu_median'] / res['n']['task_cpu_median']:.2f} (goal <= 3)")
             if "ba" in res and "rc" in res:
                 print(f"ba/rc task CPU {res['ba']['task_cpu_median'] / res['rc']['task_cpu_median']:.2f} (goal < 1)")
         sizes = sorted(out["runs"])

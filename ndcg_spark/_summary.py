@@ -45,8 +45,12 @@ def with_exclusions(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
     return df.selectExpr("*", f"{rule} AS {EXCLUDED}")
 
 
-def summarize(scored: DataFrame, opts: EvaluationOptions) -> DataFrame:
-    """Means over included users and policy counts over all users, one row per segment and k."""
+def summarize(scored: DataFrame, opts: EvaluationOptions, extra: Sequence[str] = ()) -> DataFrame:
+    """Means over included users and policy counts over all users, one row per segment and k.
+
+    ``extra``: more aggregates (SQL ``expression AS name``), their columns last: the
+    beyond-accuracy means ride on this one pass over the per-user rows.
+    """
     included = f"NOT {EXCLUDED}"
 
     def count_if(condition: str) -> str:
@@ -74,7 +78,7 @@ def summarize(scored: DataFrame, opts: EvaluationOptions) -> DataFrame:
         f"CAST(sum({JUDGED_REPEATS}) AS BIGINT) AS duplicate_relevance",
     ]
     keys = [ident(c) for c in (*opts.group_by, "k")]
-    summary = scored.groupBy(*[F.col(c) for c in keys]).agg(*[F.expr(a) for a in aggregates])
+    summary = scored.groupBy(*[F.col(c) for c in keys]).agg(*[F.expr(a) for a in [*aggregates, *extra]])
     names = [a.rsplit(" AS ", 1)[1] for a in aggregates]
     at = names.index("std_ndcg") + 1
     if opts.confidence_interval == "bootstrap":
@@ -84,7 +88,7 @@ def summarize(scored: DataFrame, opts: EvaluationOptions) -> DataFrame:
         # NDCG lives in [0, 1]; the normal approximation does not know it.
         low, high = normal_interval("mean_ndcg", "std_ndcg", "users", clip=(0.0, 1.0))
         interval = [f"{low} AS ndcg_ci_low", f"{high} AS ndcg_ci_high"]
-    columns = [*keys, *names[:at], *interval, *names[at:]]
+    columns = [*keys, *names[:at], *interval, *names[at:], *[a.rsplit(" AS ", 1)[1] for a in extra]]
     # Each user's DCG is finite (the lists' sums are guarded), but a mean adds them up first.
     overflow = "isnan(mean_dcg) OR abs(mean_dcg) = CAST('Infinity' AS DOUBLE)"
     message = (

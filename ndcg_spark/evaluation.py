@@ -36,6 +36,7 @@ from pyspark.sql import functions as F
 from ndcg_spark import _inputs, _judged, _metrics, _ranking, _rules, _scoring, _summary
 from ndcg_spark._beyond.columns import unpacked as segments_unpacked
 from ndcg_spark._beyond.exposure import catalog_flags, exposure, exposure_curve, global_figures
+from ndcg_spark._beyond.means import aggregates as beyond_aggregates
 from ndcg_spark._beyond.means import summary as beyond_summary
 from ndcg_spark._beyond.novelty import item_table
 from ndcg_spark._beyond.per_user import attach, per_list
@@ -144,10 +145,12 @@ class EvaluationResult:
         """One row per segment and k (k ascending, the whole-list cutoff last): the number of
         users, mean NDCG with its 95% interval, mean DCG, std of NDCG, policy counts (and the
         companion metrics' means when asked for)."""
-        rows = _summary.summarize(self._scored, self.options)
+        # The beyond-accuracy means ride on NDCG's pass over the per-user rows (one pass, not two).
+        extra = beyond_aggregates(self.beyond, self.options)
+        rows = _summary.summarize(self._scored, self.options, extra)
         if not self.beyond:
             return rows
-        return beyond_summary(rows, self._scored, self._beyond_globals, self.beyond, self.options)
+        return beyond_summary(rows, self._beyond_globals, self.beyond, self.options)
 
     def unknown_items(self) -> Dict[str, int]:
         """{"interactions_unknown_items": rows, "recommended_unknown_items": items}: what the items

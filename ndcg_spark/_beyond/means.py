@@ -4,7 +4,7 @@ the global figures."""
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import List, Optional, Sequence
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -14,9 +14,27 @@ from ndcg_spark._summary import join_null_safe, normal_interval
 from ndcg_spark.options import BEYOND_PER_USER, EvaluationOptions
 
 
+def aggregates(names: Sequence[str], opts: EvaluationOptions) -> List[str]:
+    """The aggregates (SQL ``expression AS name``) :func:`summary` reads, per segment and k over
+    the per-user rows: NDCG's summary computes them in its own pass (one pass over the per-user
+    rows, not two)."""
+    out = []
+    for name in [n for n in names if n in BEYOND_PER_USER]:
+        if name == "novelty" and opts.novelty_weighting == "recommendation":
+            length = "CAST(CASE WHEN k IS NULL THEN n_recommended ELSE least(k, n_recommended) END AS DOUBLE)"
+            den = length if opts.short_lists == "list_length" else "CAST(coalesce(k, n_recommended) AS DOUBLE)"
+            out.append(f"sum(novelty * {den}) / sum(CASE WHEN novelty IS NOT NULL THEN {length} END) AS mean_novelty")
+            continue
+        out += [
+            f"avg({name}) AS mean_{name}",
+            f"stddev_samp({name}) AS __nb_std_{name}",
+            f"count({name}) AS __nb_count_{name}",
+        ]
+    return out
+
+
 def summary(
     summary_rows: DataFrame,
-    scored: DataFrame,
     globals_: Optional[DataFrame],
     names: Sequence[str],
     opts: EvaluationOptions,
@@ -24,25 +42,24 @@ def summary(
     """The summary with, per segment and k, ``mean_<name>`` and ``<name>_ci_low`` / ``<name>_ci_high``
     (normal 95% interval, null under two users) for each per-user metric, over the users with a
     value; then the global figures. ``mean_novelty`` under ``novelty_weighting = "recommendation"``
-    is the mean over every recommendation (no interval)."""
+    is the mean over every recommendation (no interval).
+
+    ``summary_rows``: NDCG's summary with the columns of :func:`aggregates` last.
+    """
     keys = [c for c in (*opts.group_by, "k")]
-    aggregates = []
+    own = [a.rsplit(" AS ", 1)[1] for a in aggregates(names, opts)]
+    columns = [ident(c) for c in summary_rows.columns if c not in own]
     for name in [n for n in names if n in BEYOND_PER_USER]:
         if name == "novelty" and opts.novelty_weighting == "recommendation":
-            length = "CAST(CASE WHEN k IS NULL THEN n_recommended ELSE least(k, n_recommended) END AS DOUBLE)"
-            den = length if opts.short_lists == "list_length" else "CAST(coalesce(k, n_recommended) AS DOUBLE)"
-            aggregates += [
-                f"sum(novelty * {den}) / sum(CASE WHEN novelty IS NOT NULL THEN {length} END) AS mean_novelty",
+            columns += [
+                "mean_novelty",
                 "CAST(NULL AS DOUBLE) AS novelty_ci_low",
                 "CAST(NULL AS DOUBLE) AS novelty_ci_high",
             ]
             continue
-        low, high = normal_interval(f"avg({name})", f"stddev_samp({name})", f"count({name})")
-        aggregates += [f"avg({name}) AS mean_{name}", f"{low} AS {name}_ci_low", f"{high} AS {name}_ci_high"]
-    out = summary_rows
-    if aggregates:
-        means = scored.groupBy(*[F.col(ident(c)) for c in keys]).agg(*[F.expr(a) for a in aggregates])
-        out = join_null_safe(out, means, keys, "left")
+        low, high = normal_interval(f"mean_{name}", f"__nb_std_{name}", f"__nb_count_{name}")
+        columns += [f"mean_{name}", f"{low} AS {name}_ci_low", f"{high} AS {name}_ci_high"]
+    out = summary_rows.selectExpr(*columns)
     if globals_ is not None:
         out = join_null_safe(out, globals_, keys, "left")
     ordered = [F.col(ident(c)).asc_nulls_last() for c in keys]

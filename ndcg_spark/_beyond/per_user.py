@@ -112,10 +112,7 @@ def per_list(
         rows = rows.join(baseline.selectExpr(user, f"{ITEMS} AS {BASELINE}"), on=opts.user_col, how="left")
     if opts.similarity == "cooccurrence" and {"diversity", "serendipity"} & set(names):
         sims = similarity.cooccurrence(history, opts)
-        if "diversity" in names:
-            rows = rows.join(similarity.pair_sums(rows, sims, keys, opts), on=raw, how="left")
-        if "serendipity" in names:
-            rows = rows.join(similarity.serendipity_sums(rows, sims, keys, opts), on=raw, how="left")
+        rows = rows.join(similarity.cooccurrence_sums(rows, sims, keys, names, opts), on=raw, how="left")
     per_k = [
         f"named_struct('k', {cutoff_sql(k)}, "
         + ", ".join(

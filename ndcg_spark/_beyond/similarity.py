@@ -1,5 +1,5 @@
 """Similarity and what reads it: each user's history (:func:`history_table`), the co-occurrence
-cosines a list needs (:func:`cooccurrence`, :func:`pair_sums`, :func:`serendipity_sums`), and
+cosines a list needs (:func:`cooccurrence`, :func:`cooccurrence_sums`), and
 the per-user metrics over them: ``category_diversity``, ``diversity`` and ``serendipity``
 (:func:`metrics_at`).
 
@@ -110,53 +110,67 @@ def _cut_sums(position: str, value: str, opts: EvaluationOptions) -> List[str]:
     return [
         f"coalesce(sum(CASE WHEN {position} <= {int(k)} THEN {value} END), 0.0D)"
         if k is not None
-        else f"coalesce(sum({value}), 0.0D)"
+        else f"coalesce(sum(CASE WHEN {position} IS NOT NULL THEN {value} END), 0.0D)"
         for k in opts.cutoffs
     ]
 
 
-def pair_sums(rows: DataFrame, sims: DataFrame, keys: List[str], opts: EvaluationOptions) -> DataFrame:
-    """Per list: the sum of the co-occurrence cosines of its item pairs within each cutoff (``PAIR_SUMS``)."""
-    pairs = rows.selectExpr(
+def cooccurrence_sums(
+    rows: DataFrame, sims: DataFrame, keys: List[str], names: Sequence[str], opts: EvaluationOptions
+) -> DataFrame:
+    """Per list, the sums over co-occurrence cosines within each cutoff: ``PAIR_SUMS`` (diversity:
+    the cosines of the list's item pairs) and ``SEREN_SUMS`` (serendipity: Σ relevance × cosine(item,
+    history item) over the list's items and the user's history; an item of the history is its own
+    cosine 1), as ``names`` ask.
+
+    Both kinds of pair meet the cosines in one join and are summed in one aggregation (a tag
+    ``__nb_kind`` tells them apart). Only the items with a relevance other than 0 are paired with
+    the history: the others add exactly 0.0 to every sum. A list without a pair of a kind gets 0.0
+    for that kind's sums.
+    """
+    struct = "named_struct('p', {p}, 'w', {w}, 'lo', least({a}, {b}), 'hi', greatest({a}, {b}), 'same', {a} = {b})"
+    parts = []
+    if "diversity" in names:
+        pair = struct.format(p="b.p", w="1.0D", a="a.i", b="b.i")
+        parts.append(
+            (
+                0,
+                rows.selectExpr(
+                    *keys,
+                    f"flatten(transform({ATTRS}, a -> transform(filter({ATTRS}, b -> b.p > a.p), b -> {pair}))) AS __nb_pairs",
+                ),
+            )
+        )
+    if "serendipity" in names:
+        pair = struct.format(p="x.p", w="x.r", a="x.i", b="h")
+        parts.append(
+            (
+                1,
+                rows.filter(f"{HISTORY} IS NOT NULL").selectExpr(
+                    *keys,
+                    f"flatten(transform(filter({ATTRS}, x -> x.r <> 0.0D), x -> transform({HISTORY}, h -> {pair}))) AS __nb_pairs",
+                ),
+            )
+        )
+    tagged = [df.selectExpr(*keys, f"{kind} AS __nb_kind", "explode(__nb_pairs) AS __nb_pair") for kind, df in parts]
+    pairs = tagged[0] if len(tagged) == 1 else tagged[0].unionByName(tagged[1])
+    pairs = pairs.selectExpr(
         *keys,
-        f"explode(flatten(transform({ATTRS}, a -> transform(filter({ATTRS}, b -> b.p > a.p), "
-        "b -> named_struct('p', b.p, 'lo', least(a.i, b.i), 'hi', greatest(a.i, b.i), 'same', a.i = b.i))))) AS __nb_pair",
-    ).selectExpr(
-        *keys,
+        "__nb_kind",
         "__nb_pair.p + 1 AS __nb_last",
+        "__nb_pair.w AS __nb_w",
         f"__nb_pair.lo AS {LO}",
         f"__nb_pair.hi AS {HI}",
         "__nb_pair.same AS __nb_same",
     )
     joined = pairs.join(sims, on=[LO, HI], how="left")
-    value = f"(CASE WHEN __nb_same THEN 1.0D ELSE coalesce({SIM}, 0.0D) END)"
-    sums = ", ".join(_cut_sums("__nb_last", value, opts))
-    return joined.groupBy(*[F.col(c) for c in keys]).agg(F.expr(f"array({sums})").alias(PAIR_SUMS))
-
-
-def serendipity_sums(rows: DataFrame, sims: DataFrame, keys: List[str], opts: EvaluationOptions) -> DataFrame:
-    """Per list: Σ relevance × cosine(item, history item) over its items within each cutoff and
-    the user's history (``SEREN_SUMS``); an item of the history is its own cosine 1."""
-    pairs = (
-        rows.filter(f"{HISTORY} IS NOT NULL")
-        .selectExpr(
-            *keys,
-            f"explode(flatten(transform({ATTRS}, x -> transform({HISTORY}, h -> named_struct('p', x.p, 'r', x.r, "
-            "'lo', least(x.i, h), 'hi', greatest(x.i, h), 'same', x.i = h))))) AS __nb_pair",
-        )
-        .selectExpr(
-            *keys,
-            "__nb_pair.p + 1 AS __nb_pos1",
-            "__nb_pair.r AS __nb_r",
-            f"__nb_pair.lo AS {LO}",
-            f"__nb_pair.hi AS {HI}",
-            "__nb_pair.same AS __nb_same",
-        )
-    )
-    joined = pairs.join(sims, on=[LO, HI], how="left")
-    value = f"(__nb_r * CASE WHEN __nb_same THEN 1.0D ELSE coalesce({SIM}, 0.0D) END)"
-    sums = ", ".join(_cut_sums("__nb_pos1", value, opts))
-    return joined.groupBy(*[F.col(c) for c in keys]).agg(F.expr(f"array({sums})").alias(SEREN_SUMS))
+    value = f"(__nb_w * CASE WHEN __nb_same THEN 1.0D ELSE coalesce({SIM}, 0.0D) END)"
+    sums = []
+    for kind, name in ((0, PAIR_SUMS), (1, SEREN_SUMS)):
+        if any(k == kind for k, _ in parts):
+            cut = ", ".join(_cut_sums(f"(CASE WHEN __nb_kind = {kind} THEN __nb_last END)", value, opts))
+            sums.append(F.expr(f"array({cut})").alias(name))
+    return joined.groupBy(*[F.col(c) for c in keys]).agg(*sums)
 
 
 def metrics_at(top: str, k: Optional[int], names: Sequence[str], opts: EvaluationOptions) -> Dict[str, str]:
@@ -188,7 +202,7 @@ def metrics_at(top: str, k: Optional[int], names: Sequence[str], opts: Evaluatio
     if "serendipity" in names:
         if opts.similarity == "cooccurrence":
             relevance = array_sum(top, "x.r")
-            term = f"({relevance} - {SEREN_SUMS}[{index}] / CAST({HISTORY_SIZE} AS DOUBLE))"
+            term = f"({relevance} - coalesce({SEREN_SUMS}[{index}], 0.0D) / CAST({HISTORY_SIZE} AS DOUBLE))"
         else:
             if opts.similarity == "category":
                 mean = f"(CAST(size(filter({HISTORY_CATS}, h -> h = x.c)) AS DOUBLE) / {HISTORY_SIZE})"
