@@ -74,10 +74,6 @@ def spark():
         # figures. (The runs in a process of their own - the process, cluster and bench tests -
         # keep Spark's default code generation, and the cluster tests compare their figures with
         # this session's to the last bit.)
-        # Adaptive execution off: it submits each shuffle stage as a job of its own and plans the
-        # rest again after each; on the beyond-accuracy plans (dozens of shuffles of a few rows)
-        # that took ~15% of the tests' time. The cluster, process and benchmark runs keep it on.
-        .config("spark.sql.adaptive.enabled", "false")
         .config("spark.sql.codegen.wholeStage", "false")
         .config("spark.sql.codegen.factoryMode", "NO_CODEGEN")
         .getOrCreate()

@@ -45,15 +45,6 @@ def stated():
     return rows
 
 
-@pytest.fixture(scope="module", autouse=True)
-def adaptive(spark):
-    """Adaptive execution on, Spark's default and the plans users run (the suite's session has it off)."""
-    before = spark.conf.get("spark.sql.adaptive.enabled")
-    spark.conf.set("spark.sql.adaptive.enabled", "true")
-    yield
-    spark.conf.set("spark.sql.adaptive.enabled", before)
-
-
 @pytest.fixture(scope="module")
 def tables(spark):
     recs = spark.createDataFrame(
