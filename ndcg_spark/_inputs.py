@@ -186,10 +186,13 @@ def segments_served(recs: DataFrame, opts: EvaluationOptions) -> Optional[DataFr
 # ----------------------------------------------------------------------------- narrowing
 
 
-def narrow(recs: DataFrame, rel: DataFrame, opts: EvaluationOptions) -> Tuple[DataFrame, DataFrame]:
+def narrow(
+    recs: DataFrame, rel: DataFrame, opts: EvaluationOptions, item_type: Optional[T.DataType] = None
+) -> Tuple[DataFrame, DataFrame]:
     """Both tables narrowed to the columns the metric reads (see the module's table).
 
-    The items are compared in one type (:func:`common_item_type`).
+    The items are compared in one type: ``item_type`` where the caller widened it for other
+    tables, else :func:`common_item_type`.
     """
     segments = [ident(c) for c in opts.group_by if c in recs.columns]
     # + 0.0D makes a negative zero 0.0: Spark 3.5's array_distinct tells them apart (4.x does not),
@@ -200,7 +203,7 @@ def narrow(recs: DataFrame, rel: DataFrame, opts: EvaluationOptions) -> Tuple[Da
         order = f"(-CAST({ident(opts.score_col)} AS DOUBLE) + 0.0D)"
     recs_item_type = recs.schema[opts.item_col].dataType
     rel_item_type = rel.schema[opts.item_col].dataType
-    item_type = common_item_type(recs_item_type, rel_item_type, opts)
+    item_type = item_type or common_item_type(recs_item_type, rel_item_type, opts)
 
     def item(table_type: T.DataType) -> str:
         if table_type == item_type:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 import operator
 from dataclasses import dataclass, field, replace
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
@@ -41,7 +41,7 @@ from ndcg_spark._beyond.means import summary as beyond_summary
 from ndcg_spark._beyond.novelty import item_table
 from ndcg_spark._beyond.per_user import attach, per_list
 from ndcg_spark._beyond.similarity import history_table
-from ndcg_spark._beyond.tables import TABLES, Tables, asked, computed, interactions_rows, items_rows
+from ndcg_spark._beyond.tables import TABLES, Tables, asked, computed, interactions_rows, item_type_of, items_rows
 from ndcg_spark._beyond.tables import unknown_items as beyond_unknown_items
 from ndcg_spark._columns import EXCLUDED, FIGURES, HAS_JUDGEMENTS, ITEM, SEGMENT, both_sides_kept
 from ndcg_spark._counts import RowCount, counted
@@ -349,7 +349,12 @@ def evaluate_rows(
     else:
         recommendations = _rules.guard_rows(recommendations, "recommendations", opts)
         relevance = _rules.guard_rows(relevance, "relevance", opts)
-    recs, rel = _inputs.narrow(recommendations, relevance, opts)
+    item_type = _inputs.common_item_type(
+        recommendations.schema[opts.item_col].dataType, relevance.schema[opts.item_col].dataType, opts
+    )
+    if beyond:
+        item_type = item_type_of(_beyond_tables(tables, beyond, opts), item_type, opts)
+    recs, rel = _inputs.narrow(recommendations, relevance, opts, item_type)
     if served is not None:
         recs, rel = with_segment(recs, rel, served)
     ranked_rows = RowCount(recs, Observation())
@@ -373,6 +378,14 @@ def evaluate_rows(
         _unknown_items=unknown,
         _exposure_curve=curve,
     )
+
+
+def _beyond_tables(tables: Tables, names: Tuple[str, ...], opts: EvaluationOptions) -> List[Tuple[str, DataFrame]]:
+    """The beyond-accuracy tables the run reads, each as rows, by name: their items join the lists'."""
+    read = [("interactions", tables.interactions), ("items", tables.items)]
+    if tables.baseline is not None and "unexpectedness" in names:
+        read.append(("baseline_recommendations", _inputs.as_rows(tables.baseline, replace(opts, group_by=()))))
+    return [(name, df) for name, df in read if df is not None]
 
 
 def beyond_accuracy(
@@ -403,12 +416,7 @@ def beyond_accuracy(
         base = _inputs.as_rows(tables.baseline, alone)
         _inputs.check_schema(base, "recommendations", alone)
         base = _rules.guard_rows(base, "recommendations", alone)
-        narrowed = _inputs.narrow(base, relevance, alone)[0]
-        narrowed = narrowed.selectExpr(
-            *[c for c in narrowed.columns if c != ITEM],
-            f"CAST({ITEM} AS {item_type.simpleString()}) AS {ITEM}",
-        )
-        baseline = narrowed.transform(_ranking.ranked_lists, alone)
+        baseline = _inputs.narrow(base, relevance, alone, item_type)[0].transform(_ranking.ranked_lists, alone)
     per_user = [n for n in names if n in BEYOND_PER_USER]
     history = None
     wants_history = {"unseen_share", "serendipity"} | ({"diversity"} if opts.similarity == "cooccurrence" else set())

@@ -23,7 +23,7 @@ import pytest
 from chispa import assert_approx_df_equality
 
 from ndcg_spark import ConfigError, EvaluationOptions, evaluate
-from ndcg_spark.errors import RowCheckFailed, as_error
+from ndcg_spark.errors import InputDataError, RowCheckFailed, as_error
 
 L = math.log2
 S6, S2 = math.sqrt(6), math.sqrt(2)
@@ -364,3 +364,39 @@ def test_the_exposure_curve_ranks_the_catalog_by_popularity_and_shares_the_slots
     assert_approx_df_equality(curve, expected, precision=1e-12, ignore_nullable=True)
     alone = evaluate(tables["recs"], tables["rel"], k=[2], items=tables["items"], beyond_accuracy=["catalog_coverage"])
     assert alone.exposure_curve() is None
+
+
+def test_integer_items_of_a_wider_type_are_compared_in_it_never_wrapped(spark):
+    """int lists against bigint interactions and baseline: 2**32 + 1 wraps onto item 1 as an int
+    and 2**32 + 2 onto item 2, so both must be compared as bigint. User 1's list [1, 2] holds
+    items seen once each (popularity 1, not 4 with item 1 counting the wrapped rows) and shares
+    nothing with its baseline (unexpectedness 1, not 1/2)."""
+    recs = spark.createDataFrame([(1, 1, 0.9), (1, 2, 0.8)], "user_id int, item_id int, score double")
+    rel = spark.createDataFrame([(1, 1, 1.0)], "user_id int, item_id int, relevance double")
+    wide = 2**32
+    inter = [(1, 1), (2, 2), (3, wide + 1), (4, wide + 1), (5, wide + 1)]
+    result = evaluate(
+        recs,
+        rel,
+        k=[None],
+        interactions=spark.createDataFrame(inter, "user_id int, item_id bigint"),
+        baseline_recommendations=spark.createDataFrame(
+            [(1, wide + 2, 1.0)], "user_id int, item_id bigint, score double"
+        ),
+        beyond_accuracy=["popularity", "unexpectedness"],
+    )
+    expected = spark.createDataFrame(
+        [(1, None, 1.0, 1.0)], "user_id int, k int, popularity double, unexpectedness double"
+    )
+    assert_approx_df_equality(
+        got(result, ["popularity", "unexpectedness"]), expected, precision=1e-12, ignore_nullable=True
+    )
+
+
+def test_a_beyond_table_whose_items_are_another_kind_is_refused_naming_it(spark, tables):
+    items = spark.createDataFrame([(1, "c1")], "item_id int, category string")
+    with pytest.raises(
+        InputDataError, match="item column 'item_id' is int in the items table but string in the recommendations"
+    ):
+        evaluate(tables["recs"], tables["rel"], k=[2], items=items, item_category_col="category",
+                 beyond_accuracy=["category_diversity"])  # fmt: skip

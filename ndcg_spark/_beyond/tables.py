@@ -17,6 +17,7 @@ from pyspark.sql import types as T
 
 from ndcg_spark._beyond.columns import CATEGORY, FEATURES
 from ndcg_spark._columns import ITEM
+from ndcg_spark._inputs import INTEGRAL_TYPES, common_item_type
 from ndcg_spark._rules import RowRule, key_text, recommendation_rules
 from ndcg_spark._sql import ident, string_literal
 from ndcg_spark.errors import COLUMN_TYPE, MISSING_COLUMN, TYPES_DIFFER, ConfigError, InputDataError, input_check
@@ -122,19 +123,39 @@ def _check_columns(df: DataFrame, table: str, needed: Sequence[Tuple[str, str]])
             )
 
 
-def _item_as(df: DataFrame, table: str, item_type: T.DataType, opts: EvaluationOptions) -> str:
-    """SQL: the table's item column in the lists' item type (a wider or narrower integer is cast)."""
-    own = df.schema[opts.item_col].dataType
+def _widened(own: T.DataType, table: str, item_type: T.DataType, opts: EvaluationOptions) -> T.DataType:
+    """The lists' item type widened to hold ``table``'s (``own``); any other mismatch is refused."""
     if own == item_type:
-        return f"{ident(opts.item_col)} AS {ITEM}"
-    integral = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
-    if not (isinstance(own, integral) and isinstance(item_type, integral)):
+        return item_type
+    if not (isinstance(own, INTEGRAL_TYPES) and isinstance(item_type, INTEGRAL_TYPES)):
         raise InputDataError(
             f"item column {opts.item_col!r} is {own.simpleString()} in the {table} table but "
             f"{item_type.simpleString()} in the recommendations; store both with one type",
             condition=TYPES_DIFFER,
             parameters={"column": opts.item_col},
         )
+    return common_item_type(own, item_type, opts)
+
+
+def item_type_of(tables: Sequence[Tuple[str, DataFrame]], item_type: T.DataType, opts: EvaluationOptions) -> T.DataType:
+    """The type every table's items are compared in: the recommendations' and relevance's
+    (:func:`ndcg_spark._inputs.common_item_type`), widened to the widest integer of ``tables``.
+
+    Widening, never narrowing: an interactions item beyond the range of the recommendations'
+    type (a bigint against int lists) stays itself instead of wrapping onto a listed item.
+    A table without the item column is left to its own check, which names the column.
+    """
+    for table, df in tables:
+        if opts.item_col in df.columns:
+            item_type = _widened(df.schema[opts.item_col].dataType, table, item_type, opts)
+    return item_type
+
+
+def _item_as(df: DataFrame, item_type: T.DataType, opts: EvaluationOptions) -> str:
+    """SQL: the table's item column in the comparison type, which :func:`item_type_of` made at
+    least as wide as the table's own: an integer of another width is cast up to it."""
+    if df.schema[opts.item_col].dataType == item_type:
+        return f"{ident(opts.item_col)} AS {ITEM}"
     return f"CAST({ident(opts.item_col)} AS {item_type.simpleString()}) AS {ITEM}"
 
 
@@ -163,7 +184,7 @@ def interactions_rows(df: DataFrame, item_type: T.DataType, opts: EvaluationOpti
     _check_columns(df, "interactions", [(opts.user_col, "user_col"), (opts.item_col, "item_col")])
     key = f"concat({string_literal(opts.user_col + '=')}, coalesce(CAST({ident(opts.user_col)} AS STRING), 'null'))"
     checked = _null_rule(df, "interactions", [opts.user_col, opts.item_col], key)
-    return checked.selectExpr(ident(opts.user_col), _item_as(df, "interactions", item_type, opts))
+    return checked.selectExpr(ident(opts.user_col), _item_as(df, item_type, opts))
 
 
 def items_rows(df: DataFrame, item_type: T.DataType, opts: EvaluationOptions) -> DataFrame:
@@ -184,7 +205,7 @@ def items_rows(df: DataFrame, item_type: T.DataType, opts: EvaluationOptions) ->
     item = ident(opts.item_col)
     key = f"concat({string_literal(opts.item_col + '=')}, coalesce(CAST({item} AS STRING), 'null'))"
     rows = _null_rule(df, "items", [opts.item_col], key)
-    columns = [_item_as(df, "items", item_type, opts)]
+    columns = [_item_as(df, item_type, opts)]
     columns.append(
         f"CAST({ident(opts.item_category_col)} AS STRING) AS {CATEGORY}"
         if opts.item_category_col
