@@ -24,7 +24,7 @@ ROOT = Path(os.environ["NDCG_SPARK_ROOT"])
 OUT = Path(os.environ["NDCG_SPARK_OUT"])
 SAMPLE = ["--config", str(ROOT / "conf" / "sample.toml"), "--master", "local[1]"]
 #: Long enough for a whole run of the sample on a busy 2-core machine, which try 2 is.
-TIMEOUT = timedelta(seconds=90)
+TIMEOUT = timedelta(seconds=300)
 #: Try 1 waits before its publish until stopped: a shorter timeout only keeps the test short.
 FIRST_TRY = timedelta(seconds=25)
 
