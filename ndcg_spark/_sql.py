@@ -21,6 +21,15 @@ def ident(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def alias_of(aggregate: str) -> str:
+    """The name an ``expression AS name`` aggregate gives its column.
+
+    >>> alias_of("avg(CASE WHEN x AS y THEN 1 END) AS mean_x")
+    'mean_x'
+    """
+    return aggregate.rsplit(" AS ", 1)[1]
+
+
 def string_literal(text: str) -> str:
     """A SQL string literal for ``text``.
 

@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 
 from ndcg_spark._columns import EXCLUDED, HAS_ATTRIBUTES, HAS_JUDGEMENTS, JUDGED_REPEATS, JUDGED_ROWS, RANKED_REPEATS
 from ndcg_spark._metrics import COMPANIONS, CORE
-from ndcg_spark._sql import ident, string_literal
+from ndcg_spark._sql import alias_of, ident, string_literal
 from ndcg_spark.errors import input_check
 from ndcg_spark.options import EvaluationOptions
 
@@ -79,7 +79,7 @@ def summarize(scored: DataFrame, opts: EvaluationOptions, extra: Sequence[str] =
     ]
     keys = [ident(c) for c in (*opts.group_by, "k")]
     summary = scored.groupBy(*[F.col(c) for c in keys]).agg(*[F.expr(a) for a in [*aggregates, *extra]])
-    names = [a.rsplit(" AS ", 1)[1] for a in aggregates]
+    names = [alias_of(a) for a in aggregates]
     at = names.index("std_ndcg") + 1
     if opts.confidence_interval == "bootstrap":
         summary = join_null_safe(summary, bootstrap_interval(scored, opts), [*opts.group_by, "k"], "left")
@@ -88,7 +88,7 @@ def summarize(scored: DataFrame, opts: EvaluationOptions, extra: Sequence[str] =
         # NDCG lives in [0, 1]; the normal approximation does not know it.
         low, high = normal_interval("mean_ndcg", "std_ndcg", "users", clip=(0.0, 1.0))
         interval = [f"{low} AS ndcg_ci_low", f"{high} AS ndcg_ci_high"]
-    columns = [*keys, *names[:at], *interval, *names[at:], *[a.rsplit(" AS ", 1)[1] for a in extra]]
+    columns = [*keys, *names[:at], *interval, *names[at:], *map(alias_of, extra)]
     # Each user's DCG is finite (the lists' sums are guarded), but a mean adds them up first.
     overflow = "isnan(mean_dcg) OR abs(mean_dcg) = CAST('Infinity' AS DOUBLE)"
     message = (

@@ -9,7 +9,7 @@ from typing import List, Optional, Sequence
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ndcg_spark._sql import ident
+from ndcg_spark._sql import alias_of, ident
 from ndcg_spark._summary import join_null_safe, normal_interval
 from ndcg_spark.options import BEYOND_PER_USER, EvaluationOptions
 
@@ -47,7 +47,7 @@ def summary(
     ``summary_rows``: NDCG's summary with the columns of :func:`aggregates` last.
     """
     keys = [c for c in (*opts.group_by, "k")]
-    own = [a.rsplit(" AS ", 1)[1] for a in aggregates(names, opts)]
+    own = [alias_of(a) for a in aggregates(names, opts)]
     columns = [ident(c) for c in summary_rows.columns if c not in own]
     for name in [n for n in names if n in BEYOND_PER_USER]:
         if name == "novelty" and opts.novelty_weighting == "recommendation":
