@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import html
 import math
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ndcg_spark.options import k_label
 
@@ -28,13 +28,35 @@ def _segment(row: Dict[str, Any], group_by: Sequence[str]) -> str:
 def ndcg_curve(metrics: List[Dict[str, Any]], group_by: Sequence[str], width: int = 560, height: int = 320) -> str:
     """Line chart of mean NDCG against k (finite cutoffs), one line per segment with its 95%
     interval as a band."""
-    finite = [m for m in metrics if m["k"] is not None and m["mean_ndcg"] is not None]
+
+    def y_max(rows: List[Dict[str, Any]]) -> float:
+        return min(1.0, _nice(max([m.get("ndcg_ci_high") or m["mean_ndcg"] for m in rows] + [1e-9])))
+
+    return k_curve("ndcg-curve", metrics, group_by, "mean_ndcg", "mean NDCG", y_max, "segment", True, width, height)
+
+
+def k_curve(
+    chart: str,
+    metrics: List[Dict[str, Any]],
+    group_by: Sequence[str],
+    column: str,
+    title: str,
+    y_max_of: Callable[[List[Dict[str, Any]]], float],
+    kind: str,
+    banded: bool = False,
+    width: int = 560,
+    height: int = 320,
+) -> str:
+    """Line chart of the summary's ``column`` against k (finite cutoffs), one line per segment:
+    the skeleton of the report's @k charts. ``y_max_of``: the axis' top from the charted rows;
+    ``banded``: NDCG's 95% interval as a band around each line and in each point's label."""
+    finite = [m for m in metrics if m["k"] is not None and m.get(column) is not None]
     ks = sorted({m["k"] for m in finite})
     segments: Dict[str, List[Dict[str, Any]]] = {}
     for m in finite:
         segments.setdefault(_segment(m, group_by), []).append(m)
-    y_max = min(1.0, _nice(max([m.get("ndcg_ci_high") or m["mean_ndcg"] for m in finite] + [1e-9])))
-    svg, (left, top, w, h) = _plot("ndcg-curve", width, height, len(segments) if ks else None, y_max, "mean NDCG")
+    y_max = y_max_of(finite)
+    svg, (left, top, w, h) = _plot(chart, width, height, len(segments) if ks else None, y_max, title)
     if not ks:
         svg.append(f'<text x="{left + 10}" y="{top + 20}">no finite cutoff</text></svg>')
         return "".join(svg)
@@ -47,12 +69,14 @@ def ndcg_curve(metrics: List[Dict[str, Any]], group_by: Sequence[str], width: in
 
     for i, (name, rows) in enumerate(sorted(segments.items())):
         rows = sorted(rows, key=lambda r: r["k"])
-        svg += _band([(x_of(r["k"]), r) for r in rows], y_of, PALETTE[i % len(PALETTE)])
-        line = [(x_of(r["k"]), y_of(r["mean_ndcg"])) for r in rows]
+        if banded:
+            svg += _band([(x_of(r["k"]), r) for r in rows], y_of, PALETTE[i % len(PALETTE)])
+        line = [(x_of(r["k"]), y_of(r[column])) for r in rows]
         dots = [
-            (x_of(r["k"]), y_of(r["mean_ndcg"]), f"{name} k={r['k']}: {r['mean_ndcg']:.4f}{_interval(r)}") for r in rows
+            (x, y, f"{name} k={r['k']}: {r[column]:.4f}{_interval(r) if banded else ''}")
+            for (x, y), r in zip(line, rows)
         ]
-        svg += _series(i, name, "segment", line, dots, width, height)
+        svg += _series(i, name, kind, line, dots, width, height)
     svg.append("</svg>")
     return "".join(svg)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, List, Optional, Sequence
 
-from ndcg_spark._charts import _e, _nice, _plot, _segment, _series, _x_scale, _y_scale
+from ndcg_spark._charts import _e, _nice, _plot, _series, _x_scale, _y_scale, k_curve
 from ndcg_spark.options import k_label
 
 
@@ -21,29 +21,12 @@ def _y_max(values: Sequence[float]) -> float:
 
 def coverage_curve(metrics: List[Dict[str, Any]], group_by: Sequence[str], width: int = 560, height: int = 320) -> str:
     """Line chart of catalog coverage against k (finite cutoffs), one line per segment."""
-    finite = [m for m in metrics if m["k"] is not None and m.get("catalog_coverage") is not None]
-    ks = sorted({m["k"] for m in finite})
-    segments: Dict[str, List[Dict[str, Any]]] = {}
-    for m in finite:
-        segments.setdefault(_segment(m, group_by), []).append(m)
-    y_max = _y_max([m["catalog_coverage"] for m in finite])
-    svg, (left, top, w, h) = _plot(
-        "coverage-curve", width, height, len(segments) if ks else None, y_max, "catalog coverage"
-    )
-    if not ks:
-        svg.append(f'<text x="{left + 10}" y="{top + 20}">no finite cutoff</text></svg>')
-        return "".join(svg)
-    x_of, y_of = _x_scale(ks, left, w), _y_scale(top, h, y_max)
-    for k in ks:
-        svg.append(f'<text x="{x_of(k):.1f}" y="{top + h + 16}" font-size="11" text-anchor="middle">{k}</text>')
-    svg.append(f'<text x="{left + w / 2}" y="{height - 4}" font-size="12" text-anchor="middle">k (cutoff)</text>')
-    for i, (name, rows) in enumerate(sorted(segments.items())):
-        rows = sorted(rows, key=lambda r: r["k"])
-        line = [(x_of(r["k"]), y_of(r["catalog_coverage"])) for r in rows]
-        dots = [(x, y, f"{name} k={r['k']}: {r['catalog_coverage']:.4f}") for (x, y), r in zip(line, rows)]
-        svg += _series(i, name, "coverage", line, dots, width, height)
-    svg.append("</svg>")
-    return "".join(svg)
+
+    def y_max(rows: List[Dict[str, Any]]) -> float:
+        return _y_max([m["catalog_coverage"] for m in rows])
+
+    return k_curve("coverage-curve", metrics, group_by, "catalog_coverage", "catalog coverage", y_max, "coverage",
+                   width=width, height=height)  # fmt: skip
 
 
 def exposure_chart(rows: List[Dict[str, Any]], k: Optional[int], width: int = 560, height: int = 320) -> str:
