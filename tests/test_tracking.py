@@ -176,6 +176,19 @@ def test_metric_names_are_safe_and_distinct():
     assert tracking.metric_rows(RunResult.from_json({"metrics": rows[:1], "settings": {}})) == [("mean_ndcg_at_5", 0.1)]
 
 
+def test_the_beyond_accuracy_figures_asked_for_are_logged_beside_ndcg():
+    row = {"k": 10, "mean_ndcg": 0.4, "mean_novelty": 3.5, "novelty_ci_low": 3.1, "novelty_ci_high": 3.9,
+           "mean_diversity": None, "catalog_coverage": 0.25, "gini_index": 0.8}  # fmt: skip
+    assert tracking.metric_rows(RunResult.from_json({"metrics": [row], "settings": {}})) == [
+        ("mean_ndcg_at_10", 0.4),
+        ("mean_novelty_at_10", 3.5),
+        ("novelty_ci_low_at_10", 3.1),
+        ("novelty_ci_high_at_10", 3.9),
+        ("catalog_coverage_at_10", 0.25),
+        ("gini_index_at_10", 0.8),
+    ]
+
+
 def test_without_mlflow_logging_is_a_one_line_config_error(monkeypatch):
     for name in ("mlflow", "mlflow.tracking"):
         monkeypatch.setitem(sys.modules, name, None)  # as if not installed: importing it raises ImportError

@@ -19,7 +19,7 @@ from ndcg_spark.evaluation import COMPANIONS
 from ndcg_spark.job.config.settings import untracked
 from ndcg_spark.job.config.targets import NOT_INSTALLED, redact
 from ndcg_spark.job.result import RunResult, gates_summary
-from ndcg_spark.options import k_label
+from ndcg_spark.options import BEYOND_GLOBAL, BEYOND_PER_USER, k_label
 
 #: Settings never sent to a tracking server (a Spark Connect URL may carry a token), as declared.
 PRIVATE_SETTINGS = untracked()
@@ -37,6 +37,14 @@ SUMMARY_METRICS = (
     "users_without_relevance",
     "users_excluded",
     *(m.summary for m in COMPANIONS),
+    # The beyond-accuracy figures asked for: each per-user metric's mean and interval, then the
+    # figures of a whole segment and k.
+    *(
+        f"{prefix}{name}{suffix}"
+        for name in BEYOND_PER_USER
+        for prefix, suffix in (("mean_", ""), ("", "_ci_low"), ("", "_ci_high"))
+    ),
+    *BEYOND_GLOBAL,
 )
 
 #: Figures of a comparison row logged as metrics: the columns of compare's report after k.
