@@ -42,16 +42,45 @@ LONGEST_FIRST = (
 )
 
 
+#: The slow tier: the kinds of test that start JVMs, daemons or programs of their own (a standalone
+#: cluster, a Spark Connect server, the job in a fresh process killed at each step, the benchmark
+#: scripts, a real Airflow, the table formats' sessions). Each such test is marked ``slow`` too.
+#: The README's test command runs the quick tier (everything else); ``--slow`` runs both, as CI does.
+SLOW = ("cluster", "process", "bench", "airflow", "formats")
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--slow",
+        action="store_true",
+        default=False,
+        help="run the slow tier too (tests marked " + ", ".join(SLOW) + "; the formats only when -m names them)",
+    )
+
+
+def pytest_itemcollected(item):
+    if any(item.get_closest_marker(kind) is not None for kind in SLOW):
+        item.add_marker(pytest.mark.slow)
+
+
+def _deselect(config, items, leave_out):
+    gone = [item for item in items if leave_out(item)]
+    if gone:
+        config.hook.pytest_deselected(items=gone)
+        items[:] = [item for item in items if not leave_out(item)]
+
+
 def pytest_collection_modifyitems(config, items):
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: a file's own order is kept
+    markexpr = config.getoption("markexpr") or ""
     # The table formats' tests need the formats' jars and sessions of their own (tests/formats.py):
     # run only when -m names them (.ci/run's stage), never by the suite's default run.
-    if "formats" not in (config.getoption("markexpr") or ""):
-        kept = [item for item in items if item.get_closest_marker("formats") is None]
-        if len(kept) != len(items):
-            config.hook.pytest_deselected(items=[i for i in items if i.get_closest_marker("formats") is not None])
-            items[:] = kept
+    if "formats" not in markexpr:
+        _deselect(config, items, lambda item: item.get_closest_marker("formats") is not None)
+    # Without --slow (and without a -m of the caller's own, which chooses for itself): the quick tier.
+    if not config.getoption("slow") and not markexpr:
+        _deselect(config, items, lambda item: item.get_closest_marker("slow") is not None)
 
 
 @pytest.fixture(scope="session")

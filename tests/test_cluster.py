@@ -300,7 +300,8 @@ def test_pyfiles_reach_driver_and_executors(stack):
 def test_job_survives_a_killed_executor(spark, stack, clean_cluster_run):
     """kill -9 of an executor JVM while it runs a task: the task is retried (up to
     spark.task.maxFailures = 4 attempts, the default), the master launches a replacement
-    executor, lost cached/shuffle blocks are recomputed, and the job's output is unchanged."""
+    executor, lost cached/shuffle blocks are recomputed, and the job's output is unchanged. (A
+    killed worker daemon takes its executor with it: the same loss, the same recovery.)"""
     sub, out = stack.submit_job("kill-executor")
     try:
         victim = C.kill_when_busy(stack.cluster, sub, target="executor")
@@ -317,62 +318,14 @@ def test_job_survives_a_killed_executor(spark, stack, clean_cluster_run):
     assert_same_results(spark, out, clean_cluster_run[1])
 
 
-def test_job_survives_a_killed_worker(spark, stack, clean_cluster_run):
-    """kill -9 of a worker daemon while its executor runs a task: the executor exits with it
-    (it watches its worker), the master drops the worker, the job finishes on the other worker
-    with unchanged output."""
-    cluster = stack.cluster
-    sub, out = stack.submit_job("kill-worker")
-    try:
-        victim = C.kill_when_busy(cluster, sub, target="worker")
-        code = sub.wait()
-        log = sub.output()
-        assert code == 0, C.tail(sub.log, 80)
-        assert f"Lost executor {victim.executor_id}" in log, C.tail(sub.log, 80)
-        assert C.task_lost_with_executor(log, victim.executor_id), C.tail(sub.log, 80)
-        C.wait_for("the orphaned executor to exit", lambda: not C.pid_exists(victim.executor_pid), 120)
-        C.wait_for("the master to drop the worker", lambda: len(cluster.alive_workers()) == 1, 120)
-        assert_same_results(spark, out, clean_cluster_run[1])
-    finally:
-        sub.wait()  # the next submission replaces the worker (Stack.submit_job)
-
-
 # ----------------------------------------------------------------------------- Spark Connect
 
 
 @pytest.fixture(scope="module")
 def connect_run(stack):
-    """``ndcg_spark.job.main`` unchanged on a ``sc://`` session (token-authenticated Connect server).
-
-    The client runs in a subprocess: a Python process holds either classic sessions or Connect
-    sessions (pyspark marks the whole process with SPARK_CONNECT_MODE_ENABLED), and this one holds
-    the suite's classic ``spark``."""
-    connect = stack.connect.wait_ready()
-    out = stack.base / "connect-out"
-    result = C.run_connect_job(connect.url, stack.job_args(out), stack.base / "connect-client.log")
-    return result, out
-
-
-def test_library_and_job_on_spark_connect_match_local(spark, stack, connect_run, local_out):
-    result, out = connect_run
-    assert result["remote"] is True and result["spark_version"].startswith("4.")
-    assert_same_results(spark, out, local_out)
-    # The server is bound to loopback only and refuses a wrong token.
-    sockets = C.listening_sockets(stack.connect.pid())
-    assert (C.LOCALHOST, stack.connect.port) in sockets and {a for a, _ in sockets} == {C.LOCALHOST}, sockets
-    connect = stack.connect
-    bad = C.run_connect_job(
-        connect.url.replace(connect.token, "x" * len(connect.token)),
-        [],
-        stack.base / "connect-bad.log",
-        check=False,
-        probe_only=True,
-    )
-    assert bad["ok"] is False and "UNAUTHENTICATED" in bad["error"].upper(), bad
-
-
-def test_ndcg_spark_remote_command_line_matches_local(spark, stack, local_out):
-    """``ndcg-spark --remote sc://...``: the console script against the same server; the token
+    """``ndcg-spark --remote sc://...``: the console script as a Spark Connect client of the
+    token-authenticated server, in a process of its own (a Python process holds either classic
+    sessions or Connect sessions, and this one holds the suite's classic ``spark``). The token
     comes from SPARK_CONNECT_AUTHENTICATE_TOKEN (read by the client), not from the command line."""
     connect = stack.connect.wait_ready()
     out = stack.base / "connect-cli-out"
@@ -388,8 +341,28 @@ def test_ndcg_spark_remote_command_line_matches_local(spark, stack, local_out):
         timeout=C.JOB_TIMEOUT,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc, out
+
+
+def test_ndcg_spark_remote_matches_local(spark, stack, connect_run, local_out):
+    """One job over Spark Connect (the library's stages and the job's outputs both run on the
+    session the client made): the figures of the in-process run, to the last bit."""
+    proc, out = connect_run
     assert '"status": "ok"' in proc.stdout
+    assert json.loads((out / "summary.json").read_text())["spark_version"].startswith("4.")
     assert_same_results(spark, out, local_out)
+    # The server is bound to loopback only and refuses a wrong token.
+    sockets = C.listening_sockets(stack.connect.pid())
+    assert (C.LOCALHOST, stack.connect.port) in sockets and {a for a, _ in sockets} == {C.LOCALHOST}, sockets
+    connect = stack.connect
+    bad = C.run_connect_job(
+        connect.url.replace(connect.token, "x" * len(connect.token)),
+        [],
+        stack.base / "connect-bad.log",
+        check=False,
+        probe_only=True,
+    )
+    assert bad["ok"] is False and "UNAUTHENTICATED" in bad["error"].upper(), bad
 
 
 #: One Connect client process runs the job's command lines one after another (a client startup

@@ -240,6 +240,18 @@ def test_readme_sample_command_end_to_end(tmp_path):
         "publishing",
     ], progress
     assert progress[0][0] < 5 and progress[1][0] < ended - 5, (progress, ended)
+    _assert_readme_sample(stdout, out)
+
+
+def test_readme_sample_figures_in_process(tmp_path, capsys):
+    """The README's sample run in this process (the quick tier's; a fresh process's run is the
+    test above): the table, row accounting and manifest the README shows."""
+    out = tmp_path / "sample"
+    assert run(["--config", str(ROOT / "conf" / "sample.toml"), "--output", str(out)]) == EXIT_OK
+    _assert_readme_sample(capsys.readouterr().out, out)
+
+
+def _assert_readme_sample(stdout: str, out: Path) -> None:
     # The table and row accounting the README shows, figure for figure, on whichever Spark runs the suite.
     readme = (ROOT / "README.md").read_text()
     shown = readme[readme.index("\n k  users  mean_ndcg") + 1 : readme.index("\nwrote /path/to/")].splitlines()
