@@ -63,24 +63,36 @@ def pytest_itemcollected(item):
         item.add_marker(pytest.mark.slow)
 
 
-def _deselect(config, items, leave_out):
+def _deselect(config, items, leave_out) -> int:
     gone = [item for item in items if leave_out(item)]
     if gone:
         config.hook.pytest_deselected(items=gone)
         items[:] = [item for item in items if not leave_out(item)]
+    return len(gone)
 
 
 def pytest_collection_modifyitems(config, items):
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: a file's own order is kept
     markexpr = config.getoption("markexpr") or ""
+    left_out = {}
     # The table formats' tests need the formats' jars and sessions of their own (tests/formats.py):
     # run only when -m names them (.ci/run's stage), never by the suite's default run.
     if "formats" not in markexpr:
-        _deselect(config, items, lambda item: item.get_closest_marker("formats") is not None)
+        left_out["formats"] = _deselect(config, items, lambda item: item.get_closest_marker("formats") is not None)
     # Without --slow (and without a -m of the caller's own, which chooses for itself): the quick tier.
     if not config.getoption("slow") and not markexpr:
-        _deselect(config, items, lambda item: item.get_closest_marker("slow") is not None)
+        left_out["slow"] = _deselect(config, items, lambda item: item.get_closest_marker("slow") is not None)
+    config.stash[LEFT_OUT] = left_out
+
+
+LEFT_OUT = pytest.StashKey[dict]()
+
+
+def pytest_report_collectionfinish(config, start_path, items):
+    """One line naming what the tiers left out (``.ci/run`` reads it to check the README's command)."""
+    left_out = config.stash.get(LEFT_OUT, {})
+    return f"tiers: {len(items)} run, {left_out.get('slow', 0)} slow left out, {left_out.get('formats', 0)} formats left out"
 
 
 @pytest.fixture(scope="session")
