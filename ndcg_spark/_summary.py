@@ -189,6 +189,32 @@ def poisson_one(uniform: Column) -> Column:
     return draw
 
 
+def accounting_aggregates(opts: EvaluationOptions) -> Sequence[str]:
+    """SQL aggregates (``expression AS name``) over every scored row of an evaluation without
+    segments: :func:`accounting`'s sums, with the same names and values, as one aggregation (an
+    ``Observation`` of a pass that reads the rows anyway)."""
+    if opts.group_by:
+        raise ValueError("with segments the accounting takes each user once: use accounting()")
+    one_k = f"k <=> {int(opts.cutoffs[0])}" if opts.cutoffs[0] is not None else "k IS NULL"
+    firsts = f"CAST(n_recommended - {RANKED_REPEATS} AS BIGINT)"
+    judged = f"CAST({JUDGED_ROWS} - {JUDGED_REPEATS} AS BIGINT)"
+    sums = {
+        "recommendations_used": (f"NOT {EXCLUDED}", firsts),
+        "recommendations_repeated": ("true", f"CAST({RANKED_REPEATS} AS BIGINT)"),
+        "recommendations_excluded": (EXCLUDED, firsts),
+        "recommendations_listed": ("true", "CAST(n_recommended AS BIGINT)"),
+        "relevance_used": (f"NOT {EXCLUDED}", judged),
+        "relevance_collapsed": ("true", f"CAST({JUDGED_REPEATS} AS BIGINT)"),
+        "relevance_excluded": (EXCLUDED, judged),
+        "users": ("true", "1L"),
+        "users_excluded": ("true", f"CAST({EXCLUDED} AS BIGINT)"),
+    }
+    return [
+        f"CAST(coalesce(sum(CASE WHEN {one_k} AND {when} THEN {value} END), 0) AS BIGINT) AS {name}"
+        for name, (when, value) in sums.items()
+    ]
+
+
 def accounting(scored: DataFrame, opts: EvaluationOptions) -> DataFrame:
     """One row of sums over the lists that account for the input rows that reached the metric.
 

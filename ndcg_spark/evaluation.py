@@ -43,7 +43,8 @@ from ndcg_spark._beyond.per_user import attach, per_list
 from ndcg_spark._beyond.similarity import history_table
 from ndcg_spark._beyond.tables import TABLES, Tables, asked, computed, interactions_rows, item_type_of, items_rows
 from ndcg_spark._beyond.tables import unknown_items as beyond_unknown_items
-from ndcg_spark._columns import EXCLUDED, FIGURES, HAS_JUDGEMENTS, ITEM, SEGMENT, both_sides_kept
+from ndcg_spark._columns import EXCLUDED, FIGURES, HAS_JUDGEMENTS, ITEM, SEGMENT, both_sides_kept, both_sides_kept_sql
+from ndcg_spark._compat import observes
 from ndcg_spark._counts import RowCount, counted
 from ndcg_spark._sql import ident, string_literal
 from ndcg_spark.errors import ConfigError, input_errors
@@ -126,8 +127,9 @@ class EvaluationResult:
                 for c in columns
             ]
             return self._scored.filter(kept).select(*shown, *[F.col(n) for n in per_user_beyond])
-        kept = functools.reduce(operator.and_, both_sides_kept(), ~F.col(EXCLUDED))
-        return self._scored.filter(kept).select(*[F.col(ident(c)) for c in columns])
+        # One filter and one projection, as SQL text: two operations for Spark to analyse.
+        kept = " AND ".join([f"NOT {EXCLUDED}", *both_sides_kept_sql()])
+        return self._scored.where(kept).selectExpr(*[ident(c) for c in columns])
 
     def every_user(self) -> DataFrame:
         """Every (segment, user, k), those the exclusion policies leave out too: segment columns,
@@ -207,6 +209,27 @@ class EvaluationResult:
             raise ValueError("this result was not made by evaluate: its input rows were not counted")
         return {table: count.rows() for table, count in self.counts.items()}
 
+    def written_once(self) -> WrittenOnce:
+        """``per_user`` and ``summary`` for a client that writes each once (the job): the summary's
+        rows and the row accounting's sums are observed on those writes, no pass of their own.
+
+        The summary's rows ride on its write; without segments, the row accounting's sums ride
+        on the per-user write (an ``Observation`` of every scored row, those the policies leave
+        out too, before they are filtered). Where a session cannot observe, or with segments
+        (whose accounting takes each user once across its segments), they are computed as
+        :attr:`summary` and :meth:`row_accounting` compute them.
+        """
+        scored, sums = self._scored, None
+        if observes(scored) and not self.options.group_by:
+            sums = Observation()
+            scored = scored.observe(sums, *[F.expr(a) for a in _summary.accounting_aggregates(self.options)])
+        summary, rows = self.summary, None
+        if observes(summary):
+            rows = Observation()
+            fields = ", ".join(ident(c) for c in summary.columns)
+            summary = summary.observe(rows, F.expr(f"collect_list(struct({fields})) AS rows"))
+        return WrittenOnce(replace(self, _scored=scored).per_user, summary, self, rows, sums)
+
     def persist(self) -> EvaluationResult:
         """Cache the per-user figures so ``per_user`` and ``summary`` share one computation."""
         return replace(self, _scored=self._scored.persist())
@@ -214,6 +237,41 @@ class EvaluationResult:
     def unpersist(self) -> None:
         """Drop the cache of :meth:`persist`."""
         self._scored.unpersist()
+
+
+@dataclass(frozen=True)
+class WrittenOnce:
+    """An evaluation's ``per_user`` and ``summary`` frames, each to be written once, with what
+    their writes observe (:meth:`EvaluationResult.written_once`). Read :meth:`summary_rows` and
+    :meth:`row_accounting` after both are written."""
+
+    per_user: DataFrame
+    summary: DataFrame
+    result: EvaluationResult
+    _rows: Optional[Observation] = None
+    _sums: Optional[Observation] = None
+
+    def summary_rows(self) -> List[Dict[str, Any]]:
+        """The summary's rows, as written (in its order), each as a dict."""
+        if self._rows is not None:
+            try:
+                return [row.asDict() for row in self._rows.get["rows"]]
+            except Exception:  # noqa: BLE001 - nothing observed: computed below
+                pass
+        with input_errors():
+            return [row.asDict() for row in self.result.summary.collect()]
+
+    def row_accounting(self) -> Dict[str, int]:
+        """:meth:`EvaluationResult.row_accounting`'s sums, observed on the per-user write when they could be."""
+        if self._sums is not None:
+            try:
+                sums = {name: int(value) for name, value in self._sums.get.items()}
+            except Exception:  # noqa: BLE001 - nothing observed (no rows scored): computed below
+                sums = None
+            if sums:
+                sums["recommendations_beyond_k"] = self.result.ranked_rows.rows() - sums.pop("recommendations_listed")
+                return sums
+        return self.result.row_accounting()
 
 
 def evaluate(

@@ -87,8 +87,10 @@ def _evaluate(spark, config: EvaluateConfig, stage: Stage, runs: Runs) -> RunRes
     # The rows read are counted on the evaluation's own pass over each table, not by a pass of
     # their own (ALS's 'array' layout as the rows it holds): evaluation.input_rows().
     evaluation = evaluate(recs, rel, opts, user_attributes=attributes, **beyond).persist()
-    # Each output's plan built once (the cached frame is the one computation they share).
-    per_user, summary = evaluation.per_user, evaluation.summary
+    # Each output's plan built once (the cached frame is the one computation they share); the
+    # summary's rows and the row accounting's sums are observed on their writes.
+    outputs = evaluation.written_once()
+    per_user, summary = outputs.per_user, outputs.summary
     part = config.output.partition
     try:
         check_partition_column(part, per_user, summary, *(evaluation.rejected or {}).values())
@@ -101,11 +103,11 @@ def _evaluate(spark, config: EvaluateConfig, stage: Stage, runs: Runs) -> RunRes
             if n == 0:
                 raise InputDataError(f"{table} table is empty", condition=EMPTY_TABLE, parameters={"table": table})
         # The summary is a handful of rows (one file, in order): aggregated once as it is written,
-        # and the figures reported are read back from the table written.
+        # and the figures reported are the rows that write observed.
         progress.phase("writing summary")
         stage.write("summary", summary)
-        metrics = [row.asDict() for row in stage.read("summary").collect()]
-        sums = evaluation.row_accounting()
+        metrics = outputs.summary_rows()
+        sums = outputs.row_accounting()
         rejected = write_rejected(evaluation.rejected, stage)
         drop = None
         if config.drop:
