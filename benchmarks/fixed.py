@@ -22,7 +22,8 @@ For each run, from Spark's own event log (``spark.eventLog.enabled``, through a
   (``Input Metrics`` records > 0): analysing, optimising and planning the computation;
 * ``after``: from the end of the last heavy job (a job whose tasks ran at least 20% of the
   longest job's task time) to the application's end: small jobs, commits, the driver's tail;
-* ``app``: the application's time (application start to end events), ``wall`` the process's;
+* ``app``: the application's time (application start to end events; a process that exits
+  before Spark logs its end: to the last job's end), ``wall`` the process's;
 * ``task CPU``: the CPU time of every task (``metering.spark_figures``);
 * ``py4j``: the Python-to-JVM calls of the driver (py4j's ``send_command`` counted through a
   ``sitecustomize`` on the run's ``PYTHONPATH``; neither job is changed).
@@ -160,6 +161,9 @@ def timeline(logs: Path) -> Dict[str, float]:
                     if job is not None:
                         job["rows"] += (metrics.get("Input Metrics") or {}).get("Records Read", 0)
                         job["run"] += metrics.get("Executor Run Time", 0)
+    # A process that exits without stopping its session may end before Spark logs the
+    # application's end: then the last event logged (a job's end) stands for it.
+    app.setdefault("end", max((j.get("end", j["start"]) for j in jobs.values()), default=app["start"]))
     ordered = sorted(jobs.values(), key=lambda j: j["start"])
     reading = [j for j in ordered if j["rows"] > 0]
     first = reading[0]["start"] if reading else app["end"]
