@@ -31,8 +31,11 @@ For each run, from Spark's own event log (``spark.eventLog.enabled``, through a
 Then the warm session (``--no-warm`` to skip): one Spark session, the job's entry point
 (``ndcg_spark.job.cli.run``, as ``jobs/evaluate_ndcg.py`` calls it) on 1,000 users against the
 hand-written job's body (:func:`ranking_evaluator_job.evaluate_and_write`) in the same session,
-round-robin after a warm-up of each; the medians of their wall times, their Spark jobs and Py4J
-calls. The data comes from ``benchmarks/datagen.py`` (through ``benchmarks/job.py``'s
+round-robin after a warm-up of each; the medians of their wall times, their CPU times (the
+JVM's threads and the Python driver's: other load on the machine moves them less), their Spark
+jobs and Py4J calls. The package measured is the one the runs import: ``python -m ndcg_spark`` puts the current
+directory first (so run from the checkout to measure), the warm session ``PYTHONPATH`` then the
+installed one. The data comes from ``benchmarks/datagen.py`` (through ``benchmarks/job.py``'s
 ``generate``), the process measurements from ``benchmarks/metering.py``.
 """
 
@@ -55,7 +58,7 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 import job as job_benchmark  # noqa: E402  (its data generation)
-from metering import event_log_conf, spark_figures, timed  # noqa: E402
+from metering import event_log_conf, jvm_cpu_seconds, spark_figures, timed  # noqa: E402
 
 #: A heavy job ran at least this share of the longest job's task time.
 HEAVY_SHARE = 0.2
@@ -268,22 +271,25 @@ def warm(args, paths: Dict[str, str], work: Path) -> Dict[str, dict]:
         ranking_evaluator_job.evaluate_and_write(spark, paths["recs"], paths["rel"], str(work / "warm-P.json"))
 
     variants = {"J": job, "P": hand}
-    results = {name: {"wall": [], "jobs": [], "py4j": []} for name in variants}
+    results = {name: {"wall": [], "cpu": [], "jobs": [], "py4j": []} for name in variants}
+    jvm = spark._jvm.ProcessHandle.current().pid()
     for fn in variants.values():
         fn()
     for round_ in range(args.warm_repeat):
         for name, fn in variants.items() if round_ % 2 == 0 else reversed(list(variants.items())):
             spark._jvm.System.gc()
             jobs0, calls0 = len(tracker.getJobIdsForGroup(None)), counter["calls"]
-            started = time.perf_counter()
+            cpu0, started = jvm_cpu_seconds(jvm) + time.process_time(), time.perf_counter()
             fn()
             elapsed = time.perf_counter() - started
+            cpu = jvm_cpu_seconds(jvm) + time.process_time() - cpu0
             jobs = len(tracker.getJobIdsForGroup(None)) - jobs0
             calls = counter["calls"] - calls0 - 2  # less this measuring's own two calls
-            for key, value in (("wall", elapsed), ("jobs", jobs), ("py4j", calls)):
+            for key, value in (("wall", elapsed), ("cpu", cpu), ("jobs", jobs), ("py4j", calls)):
                 results[name][key].append(value)
             print(
-                f"warm round {round_ + 1}/{args.warm_repeat} {name}: {elapsed:5.2f} s, {jobs} jobs, {calls} Py4J calls"
+                f"warm round {round_ + 1}/{args.warm_repeat} {name}: {elapsed:5.2f} s, CPU {cpu:5.2f} s "
+                f"(JVM and Python), {jobs} jobs, {calls} Py4J calls"
             )
     spark.stop()
     return results
@@ -312,7 +318,8 @@ def main(argv=None) -> int:
         lines.append(
             f"warm session at {labels[0]} users: J {med['J']['wall']:.2f} s ({med['J']['jobs']:.0f} jobs, "
             f"{med['J']['py4j']:.0f} Py4J calls), P {med['P']['wall']:.2f} s ({med['P']['jobs']:.0f} jobs, "
-            f"{med['P']['py4j']:.0f} Py4J calls); J/P = {med['J']['wall'] / med['P']['wall']:.2f}"
+            f"{med['P']['py4j']:.0f} Py4J calls); J/P = {med['J']['wall'] / med['P']['wall']:.2f}, "
+            f"in CPU (the JVM's and Python's) {med['J']['cpu'] / med['P']['cpu']:.2f}"
         )
     print()
     print("\n".join(lines))
