@@ -112,3 +112,8 @@ def both_sides_kept() -> Tuple[PyColumn, PyColumn]:
     still runs the other side's checks.
     """
     return F.col(RANKED_REPEATS) >= 0, F.col(JUDGED_REPEATS) >= 0
+
+
+def both_sides_kept_sql() -> Tuple[str, str]:
+    """:func:`both_sides_kept` as SQL text."""
+    return f"{RANKED_REPEATS} >= 0", f"{JUDGED_REPEATS} >= 0"

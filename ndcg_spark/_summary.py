@@ -8,7 +8,7 @@ for a user the policies leave out of ``per_user`` and the means (such users are 
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -51,34 +51,52 @@ def summarize(scored: DataFrame, opts: EvaluationOptions, extra: Sequence[str] =
     ``extra``: more aggregates (SQL ``expression AS name``), their columns last: the
     beyond-accuracy means ride on this one pass over the per-user rows.
     """
+    aggregates = summary_aggregates(scored.columns, opts)
+    keys = [ident(c) for c in (*opts.group_by, "k")]
+    summary = scored.groupBy(*[F.col(c) for c in keys]).agg(*[F.expr(a) for a in [*aggregates, *extra]])
+    return finish_summary(summary, scored, opts, aggregates, extra)
+
+
+def summary_aggregates(columns: Sequence[str], opts: EvaluationOptions, where: Optional[str] = None) -> List[str]:
+    """The summary's aggregates (SQL ``expression AS name``) over the scored rows with ``columns``;
+    with ``where`` (SQL), over the rows it holds for only (one k's, when the rows are not grouped by k)."""
     included = f"NOT {EXCLUDED}"
 
+    def scoped(condition: str) -> str:
+        return condition if where is None else f"{where} AND {condition}"
+
     def count_if(condition: str) -> str:
-        return f"CAST(sum(CASE WHEN {condition} THEN 1 ELSE 0 END) AS BIGINT)"
+        return f"CAST(sum(CASE WHEN {scoped(condition)} THEN 1 ELSE 0 END) AS BIGINT)"
 
     def mean(name: str) -> str:
-        return f"avg(CASE WHEN {included} THEN {name} END)"
+        return f"avg(CASE WHEN {scoped(included)} THEN {name} END)"
+
+    def total(name: str) -> str:
+        return f"CAST(sum({name if where is None else f'CASE WHEN {where} THEN {name} END'}) AS BIGINT)"
 
     companions = [f"{mean(m.name)} AS {m.summary}" for m in COMPANIONS] if opts.companion_metrics else []
-    aggregates = [
+    return [
         f"{count_if(included)} AS users",
         *[f"{mean(m.name)} AS {m.summary}" for m in CORE if m.summary],
-        f"stddev_samp(CASE WHEN {included} THEN ndcg END) AS std_ndcg",
+        f"stddev_samp(CASE WHEN {scoped(included)} THEN ndcg END) AS std_ndcg",
         *companions,
         f"{count_if('n_relevant = 0')} AS users_zero_idcg",
         f"{count_if('n_recommended = 0')} AS users_without_recommendations",
         f"{count_if(f'NOT {HAS_JUDGEMENTS}')} AS users_without_relevance",
-        *(
-            [f"{count_if(f'NOT {HAS_ATTRIBUTES}')} AS users_without_attributes"]
-            if HAS_ATTRIBUTES in scored.columns
-            else []
-        ),
+        *([f"{count_if(f'NOT {HAS_ATTRIBUTES}')} AS users_without_attributes"] if HAS_ATTRIBUTES in columns else []),
         f"{count_if(EXCLUDED)} AS users_excluded",
-        f"CAST(sum({RANKED_REPEATS}) AS BIGINT) AS duplicate_recommendations",
-        f"CAST(sum({JUDGED_REPEATS}) AS BIGINT) AS duplicate_relevance",
+        f"{total(RANKED_REPEATS)} AS duplicate_recommendations",
+        f"{total(JUDGED_REPEATS)} AS duplicate_relevance",
     ]
+
+
+def finish_summary(
+    summary: DataFrame, scored: DataFrame, opts: EvaluationOptions, aggregates: Sequence[str], extra: Sequence[str] = ()
+) -> DataFrame:
+    """The summary from its aggregates' frame (segment columns, ``k``, then each aggregate's
+    column): the interval, the overflow check, the columns in order, the rows sorted in one
+    partition. ``scored`` is read again only for the bootstrap interval."""
     keys = [ident(c) for c in (*opts.group_by, "k")]
-    summary = scored.groupBy(*[F.col(c) for c in keys]).agg(*[F.expr(a) for a in [*aggregates, *extra]])
     names = [alias_of(a) for a in aggregates]
     at = names.index("std_ndcg") + 1
     if opts.confidence_interval == "bootstrap":
@@ -187,6 +205,32 @@ def poisson_one(uniform: Column) -> Column:
     for n, c in reversed(thresholds):
         draw = F.when(uniform < F.lit(c), F.lit(n)).otherwise(draw)
     return draw
+
+
+def accounting_aggregates(opts: EvaluationOptions) -> Sequence[str]:
+    """SQL aggregates (``expression AS name``) over every scored row of an evaluation without
+    segments: :func:`accounting`'s sums, with the same names and values, as one aggregation (an
+    ``Observation`` of a pass that reads the rows anyway)."""
+    if opts.group_by:
+        raise ValueError("with segments the accounting takes each user once: use accounting()")
+    one_k = f"k <=> {int(opts.cutoffs[0])}" if opts.cutoffs[0] is not None else "k IS NULL"
+    firsts = f"CAST(n_recommended - {RANKED_REPEATS} AS BIGINT)"
+    judged = f"CAST({JUDGED_ROWS} - {JUDGED_REPEATS} AS BIGINT)"
+    sums = {
+        "recommendations_used": (f"NOT {EXCLUDED}", firsts),
+        "recommendations_repeated": ("true", f"CAST({RANKED_REPEATS} AS BIGINT)"),
+        "recommendations_excluded": (EXCLUDED, firsts),
+        "recommendations_listed": ("true", "CAST(n_recommended AS BIGINT)"),
+        "relevance_used": (f"NOT {EXCLUDED}", judged),
+        "relevance_collapsed": ("true", f"CAST({JUDGED_REPEATS} AS BIGINT)"),
+        "relevance_excluded": (EXCLUDED, judged),
+        "users": ("true", "1L"),
+        "users_excluded": ("true", f"CAST({EXCLUDED} AS BIGINT)"),
+    }
+    return [
+        f"CAST(coalesce(sum(CASE WHEN {one_k} AND {when} THEN {value} END), 0) AS BIGINT) AS {name}"
+        for name, (when, value) in sums.items()
+    ]
 
 
 def accounting(scored: DataFrame, opts: EvaluationOptions) -> DataFrame:

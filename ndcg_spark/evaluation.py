@@ -26,6 +26,7 @@ Expressions are Spark SQL text (:mod:`ndcg_spark._sql`): the same built-in funct
 from __future__ import annotations
 
 import functools
+import math
 import operator
 from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -43,9 +44,20 @@ from ndcg_spark._beyond.per_user import attach, per_list
 from ndcg_spark._beyond.similarity import history_table
 from ndcg_spark._beyond.tables import TABLES, Tables, asked, computed, interactions_rows, item_type_of, items_rows
 from ndcg_spark._beyond.tables import unknown_items as beyond_unknown_items
-from ndcg_spark._columns import EXCLUDED, FIGURES, HAS_JUDGEMENTS, ITEM, SEGMENT, both_sides_kept
+from ndcg_spark._charts import BINS
+from ndcg_spark._columns import (
+    EXCLUDED,
+    FIGURES,
+    HAS_ATTRIBUTES,
+    HAS_JUDGEMENTS,
+    ITEM,
+    SEGMENT,
+    both_sides_kept,
+    both_sides_kept_sql,
+)
+from ndcg_spark._compat import observes
 from ndcg_spark._counts import RowCount, counted
-from ndcg_spark._sql import ident, string_literal
+from ndcg_spark._sql import alias_of, ident, string_literal
 from ndcg_spark.errors import ConfigError, input_errors
 from ndcg_spark.options import BEYOND_GLOBAL, BEYOND_PER_USER, EvaluationOptions, resolve
 
@@ -126,8 +138,9 @@ class EvaluationResult:
                 for c in columns
             ]
             return self._scored.filter(kept).select(*shown, *[F.col(n) for n in per_user_beyond])
-        kept = functools.reduce(operator.and_, both_sides_kept(), ~F.col(EXCLUDED))
-        return self._scored.filter(kept).select(*[F.col(ident(c)) for c in columns])
+        # One filter and one projection, as SQL text: two operations for Spark to analyse.
+        kept = " AND ".join([f"NOT {EXCLUDED}", *both_sides_kept_sql()])
+        return self._scored.where(kept).selectExpr(*[ident(c) for c in columns])
 
     def every_user(self) -> DataFrame:
         """Every (segment, user, k), those the exclusion policies leave out too: segment columns,
@@ -207,6 +220,49 @@ class EvaluationResult:
             raise ValueError("this result was not made by evaluate: its input rows were not counted")
         return {table: count.rows() for table, count in self.counts.items()}
 
+    def written_once(self, again: bool = True, histogram: bool = False) -> WrittenOnce:
+        """``per_user`` and ``summary`` for a client that writes each once (the job), the summary
+        after the per-user table: the summary's rows and the row accounting's sums are observed
+        on those writes, no pass of their own. :meth:`WrittenOnce.unpersist` when done.
+
+        ``again``: whether the client reads ``per_user`` again after writing it (a histogram, a
+        pairing). Then, or where one pass cannot give the summary (segments, beyond accuracy,
+        user attributes, the bootstrap interval), the per-user figures are cached
+        (:meth:`persist`) and the summary is aggregated from the cache as it is written; without
+        segments the row accounting's sums ride on the per-user write. Otherwise nothing is
+        cached: the per-user write is the one pass, and an ``Observation`` on it aggregates the
+        summary's figures at each k and the row accounting's sums; the summary written is made
+        from those figures (a handful of rows) by the same expressions. Where a session cannot
+        observe, everything is computed as :attr:`summary` and :meth:`row_accounting` compute it.
+        ``histogram``: the one pass also counts the report's NDCG histogram
+        (:meth:`WrittenOnce.histogram`).
+        """
+        opts, scored = self.options, self._scored
+        one_pass = (
+            not again
+            and observes(scored)
+            and not opts.group_by
+            and not self.beyond
+            and opts.confidence_interval == "normal"
+            and HAS_ATTRIBUTES not in scored.columns
+        )
+        result = self if one_pass else self.persist()
+        scored, observed = result._scored, None
+        if observes(scored) and not opts.group_by:
+            observed = Observation()
+            aggregates = list(_summary.accounting_aggregates(opts))
+            if one_pass:
+                for i, where in enumerate(_cutoff_conditions(opts)):
+                    aggregates += [
+                        f"{a.rsplit(' AS ', 1)[0]} AS {alias_of(a)}__{i}"
+                        for a in _summary.summary_aggregates(scored.columns, opts, where)
+                    ]
+                    if histogram:
+                        aggregates += [f"{_in_bin(where, b)} AS __bin_{i}_{b}" for b in range(BINS)]
+            scored = scored.observe(observed, *[F.expr(a) for a in aggregates])
+        per_user = replace(result, _scored=scored).per_user
+        return WrittenOnce(per_user, result, observed, one_pass)
+
     def persist(self) -> EvaluationResult:
         """Cache the per-user figures so ``per_user`` and ``summary`` share one computation."""
         return replace(self, _scored=self._scored.persist())
@@ -214,6 +270,123 @@ class EvaluationResult:
     def unpersist(self) -> None:
         """Drop the cache of :meth:`persist`."""
         self._scored.unpersist()
+
+
+def _in_bin(where: str, b: int) -> str:
+    """SQL: the per-user rows of ``where`` (a cutoff's) whose NDCG falls in bin ``b`` of
+    :func:`ndcg_spark.report.ndcg_histogram` (equal bins over [0, 1], 1.0 in the last, a value
+    that is not finite in none)."""
+    shown = " AND ".join([f"NOT {EXCLUDED}", *both_sides_kept_sql()])
+    finite = "ndcg IS NOT NULL AND NOT isnan(ndcg) AND abs(ndcg) <> CAST('Infinity' AS DOUBLE)"
+    binned = f"least(CAST(floor(ndcg * {BINS}) AS INT), {BINS - 1}) = {b}"
+    return f"count(CASE WHEN {where} AND {shown} AND {finite} AND {binned} THEN 1 END)"
+
+
+def _literal(value: Any, sql_type: str) -> str:
+    """SQL: ``value`` (None, an int or a float, as an observation returns it) as a literal of
+    ``sql_type``, to the last bit (a float's repr reads back as the same double)."""
+    if value is None:
+        return f"CAST(NULL AS {sql_type})"
+    if isinstance(value, float):
+        text = (
+            "NaN"
+            if math.isnan(value)
+            else ("Infinity" if value > 0 else "-Infinity")
+            if math.isinf(value)
+            else repr(value)
+        )
+        return f"CAST('{text}' AS {sql_type})"
+    return f"CAST({int(value)} AS {sql_type})"
+
+
+def _cutoff_conditions(opts: EvaluationOptions) -> List[str]:
+    """SQL: each cutoff's rows of the scored frame (``k`` null for the whole list)."""
+    return [f"k <=> CAST({int(k)} AS INT)" if k is not None else "k IS NULL" for k in opts.cutoffs]
+
+
+@dataclass(frozen=True)
+class WrittenOnce:
+    """An evaluation's ``per_user`` frame and its summary, each to be written once, with what
+    their writes observe (:meth:`EvaluationResult.written_once`): write ``per_user``, then
+    :meth:`summary`; then read :meth:`summary_rows` and :meth:`row_accounting`."""
+
+    per_user: DataFrame
+    result: EvaluationResult
+    _observed: Optional[Observation] = None
+    _one_pass: bool = False
+    _rows: Observation = field(default_factory=Observation)
+
+    def summary(self) -> DataFrame:
+        """The summary to write, its rows observed as it is written; after ``per_user`` is written."""
+        summary = self._summary()
+        if not observes(summary):
+            return summary
+        fields = ", ".join(ident(c) for c in summary.columns)
+        return summary.observe(self._rows, F.expr(f"collect_list(struct({fields})) AS rows"))
+
+    def _summary(self) -> DataFrame:
+        figures = self._figures() if self._one_pass else None
+        if figures is None:
+            return self.result.summary
+        # The figures of each k aggregated on the per-user write, as the rows of the summary's
+        # aggregation (the same columns and types), then the summary's own expressions.
+        opts, scored = self.result.options, self.result._scored
+        aggregates = _summary.summary_aggregates(scored.columns, opts)
+        names = [alias_of(a) for a in aggregates]
+        schema = scored.groupBy("k").agg(*[F.expr(a) for a in aggregates]).schema
+        rows = [(k, *[figures[f"{n}__{i}"] for n in names]) for i, k in enumerate(opts.cutoffs)]
+        # An inline table of literals (a local relation, no job of its own): a frame made by
+        # createDataFrame is split into spark.default.parallelism slices, and at 200 its one-row
+        # write took 14-22 s where it takes 0.5.
+        values = ", ".join(
+            "(" + ", ".join(_literal(v, f.dataType.simpleString()) for v, f in zip(row, schema.fields)) + ")"
+            for row in rows
+        )
+        columns = ", ".join(ident(f.name) for f in schema.fields)
+        aggregated = scored.sparkSession.sql(f"SELECT * FROM VALUES {values} AS figures({columns})")
+        return _summary.finish_summary(aggregated, scored, opts, aggregates)
+
+    def _figures(self) -> Optional[Dict[str, Any]]:
+        try:
+            figures = self._observed.get if self._observed is not None else None
+        except Exception:  # noqa: BLE001 - nothing observed (no rows scored)
+            return None
+        return figures or None
+
+    def histogram(self) -> Optional[List[Dict[str, Any]]]:
+        """The rows of :func:`ndcg_spark.report.ndcg_histogram` of ``per_user`` (``k``, ``bin``,
+        ``users``, the bins that hold users) as the per-user write counted them; None when it did
+        not (then count them from ``per_user``)."""
+        figures = self._figures() if self._one_pass else None
+        if figures is None or "__bin_0_0" not in figures:
+            return None
+        cutoffs = self.result.options.cutoffs
+        counts = [(k, b, int(figures[f"__bin_{i}_{b}"])) for i, k in enumerate(cutoffs) for b in range(BINS)]
+        return [{"k": k, "bin": b, "users": n} for k, b, n in counts if n > 0]
+
+    def summary_rows(self) -> List[Dict[str, Any]]:
+        """The summary's rows, as written (in its order), each as a dict."""
+        try:
+            return [row.asDict() for row in self._rows.get["rows"]]
+        except Exception:  # noqa: BLE001 - nothing observed: computed below
+            pass
+        with input_errors():
+            return [row.asDict() for row in self.result.summary.collect()]
+
+    def row_accounting(self) -> Dict[str, int]:
+        """:meth:`EvaluationResult.row_accounting`'s sums, observed on the per-user write when they could be."""
+        figures = self._figures()
+        if figures:
+            names = [alias_of(a) for a in _summary.accounting_aggregates(self.result.options)]
+            sums = {name: int(figures[name]) for name in names}
+            sums["recommendations_beyond_k"] = self.result.ranked_rows.rows() - sums.pop("recommendations_listed")
+            return sums
+        return self.result.row_accounting()
+
+    def unpersist(self) -> None:
+        """Drop the cache the evaluation made for the writes, if it made one."""
+        if not self._one_pass:
+            self.result.unpersist()
 
 
 def evaluate(

@@ -192,3 +192,32 @@ def test_job_benchmark_fits_a_line_and_orders_each_round_both_ways():
     assert job.schedule(["1", "2"], ["J", "P"], 0, skewed="2") == [
         ("1", "J"), ("1", "P"), ("2", "J"), ("skewed", "J"), ("2", "P")
     ]  # fmt: skip
+
+
+def test_fixed_benchmark_counts_jobs_and_splits_the_driver_time_from_an_event_log(tmp_path):
+    fixed = load("fixed")
+
+    def job(n, start, end, stages):
+        return [
+            {"Event": "SparkListenerJobStart", "Job ID": n, "Submission Time": start, "Stage IDs": stages},
+            {"Event": "SparkListenerJobEnd", "Job ID": n, "Completion Time": end},
+        ]
+
+    def task(stage, rows, run):
+        return {"Event": "SparkListenerTaskEnd", "Stage ID": stage,
+                "Task Metrics": {"Input Metrics": {"Records Read": rows}, "Executor Run Time": run}}  # fmt: skip
+
+    events = [
+        {"Event": "SparkListenerApplicationStart", "Timestamp": 1_000},
+        # A schema read (no rows), the heavy job that reads rows, a small job after it.
+        *job(0, 1_100, 1_200, [0]), task(0, 0, 50),
+        *job(1, 2_200, 4_000, [1, 2]), task(1, 500, 900), task(2, 0, 600),
+        *job(2, 4_100, 4_200, [3]), task(3, 0, 20),
+        {"Event": "SparkListenerApplicationEnd", "Timestamp": 5_000},
+    ]  # fmt: skip
+    rolled = tmp_path / "eventlog_v2_local-1"
+    rolled.mkdir()
+    (rolled / "events_1_local-1").write_text("\n".join(json.dumps(e) for e in events) + "\n")
+    # Jobs are counted by their start events; "before" runs from the schema job's end to the first
+    # job that reads rows, "after" from the end of the last heavy job to the application's end.
+    assert fixed.timeline(tmp_path) == {"jobs": 3, "before": 1.0, "after": 1.0, "app": 4.0}

@@ -86,12 +86,17 @@ def _evaluate(spark, config: EvaluateConfig, stage: Stage, runs: Runs) -> RunRes
     }
     # The rows read are counted on the evaluation's own pass over each table, not by a pass of
     # their own (ALS's 'array' layout as the rows it holds): evaluation.input_rows().
-    evaluation = evaluate(recs, rel, opts, user_attributes=attributes, **beyond).persist()
-    # Each output's plan built once (the cached frame is the one computation they share).
-    per_user, summary = evaluation.per_user, evaluation.summary
+    evaluation = evaluate(recs, rel, opts, user_attributes=attributes, **beyond)
+    # Each output written once; the summary's rows and the row accounting's sums are observed on
+    # the writes. The per-user figures are cached only when they are read again after their
+    # write (the drop gate's pairing, or a histogram the write could not count): else the
+    # per-user write is the run's one pass (EvaluationResult.written_once).
+    outputs = evaluation.written_once(again=bool(config.drop), histogram=config.output.report)
+    per_user = outputs.per_user
     part = config.output.partition
     try:
-        check_partition_column(part, per_user, summary, *(evaluation.rejected or {}).values())
+        if part is not None:
+            check_partition_column(part, per_user, evaluation.summary, *(evaluation.rejected or {}).values())
         # The first action computes the cached per-user figures, checks and counts on the way.
         write_per_user = functools.partial(stage.write, "per_user", per_user)
         progress.phase("evaluating and writing per_user")
@@ -101,11 +106,11 @@ def _evaluate(spark, config: EvaluateConfig, stage: Stage, runs: Runs) -> RunRes
             if n == 0:
                 raise InputDataError(f"{table} table is empty", condition=EMPTY_TABLE, parameters={"table": table})
         # The summary is a handful of rows (one file, in order): aggregated once as it is written,
-        # and the figures reported are read back from the table written.
+        # and the figures reported are the rows that write observed.
         progress.phase("writing summary")
-        stage.write("summary", summary)
-        metrics = [row.asDict() for row in stage.read("summary").collect()]
-        sums = evaluation.row_accounting()
+        stage.write("summary", outputs.summary())
+        metrics = outputs.summary_rows()
+        sums = outputs.row_accounting()
         rejected = write_rejected(evaluation.rejected, stage)
         drop = None
         if config.drop:
@@ -127,7 +132,9 @@ def _evaluate(spark, config: EvaluateConfig, stage: Stage, runs: Runs) -> RunRes
         )
         if config.output.report:
             progress.phase("writing report.html")
-            bins = [r.asDict() for r in ndcg_histogram(per_user, opts.group_by).collect()]
+            bins = outputs.histogram()
+            if bins is None:  # not counted on the per-user write: counted from the cached figures
+                bins = [r.asDict() for r in ndcg_histogram(per_user, opts.group_by).collect()]
             trend, key = trend_of(config, metrics, runs), part.key if part else RUN_DATE
             # The exposure curve: at most 100 bins of popularity rank, counted in Spark.
             curve = evaluation.exposure_curve()
@@ -139,7 +146,7 @@ def _evaluate(spark, config: EvaluateConfig, stage: Stage, runs: Runs) -> RunRes
             )  # fmt: skip
             stage.file("report.html", page)
     finally:
-        evaluation.unpersist()
+        outputs.unpersist()
     return result
 
 
