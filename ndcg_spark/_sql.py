@@ -41,6 +41,15 @@ def string_literal(text: str) -> str:
     return f"'{text}'"
 
 
+#: SQL: a per-user NDCG that is a finite number (the report's histogram bins those alone).
+FINITE_NDCG = "ndcg IS NOT NULL AND NOT isnan(ndcg) AND abs(ndcg) <> CAST('Infinity' AS DOUBLE)"
+
+
+def ndcg_bin(bins: int) -> str:
+    """SQL: the 0-based bin of ``ndcg`` among ``bins`` equal bins over [0, 1] (1.0 in the last)."""
+    return f"least(CAST(floor(ndcg * {int(bins)}) AS INT), {int(bins) - 1})"
+
+
 def gain(relevance: str, kind: str = "linear") -> str:
     """Gain of a relevance value: ``rel`` (linear) or ``2^rel - 1`` (exponential).
 

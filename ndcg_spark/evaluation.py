@@ -57,7 +57,7 @@ from ndcg_spark._columns import (
 )
 from ndcg_spark._compat import observes
 from ndcg_spark._counts import RowCount, counted
-from ndcg_spark._sql import alias_of, ident, string_literal
+from ndcg_spark._sql import FINITE_NDCG, alias_of, ident, ndcg_bin, string_literal
 from ndcg_spark.errors import ConfigError, input_errors
 from ndcg_spark.options import BEYOND_GLOBAL, BEYOND_PER_USER, EvaluationOptions, resolve
 
@@ -277,9 +277,7 @@ def _in_bin(where: str, b: int) -> str:
     :func:`ndcg_spark.report.ndcg_histogram` (equal bins over [0, 1], 1.0 in the last, a value
     that is not finite in none)."""
     shown = " AND ".join([f"NOT {EXCLUDED}", *both_sides_kept_sql()])
-    finite = "ndcg IS NOT NULL AND NOT isnan(ndcg) AND abs(ndcg) <> CAST('Infinity' AS DOUBLE)"
-    binned = f"least(CAST(floor(ndcg * {BINS}) AS INT), {BINS - 1}) = {b}"
-    return f"count(CASE WHEN {where} AND {shown} AND {finite} AND {binned} THEN 1 END)"
+    return f"count(CASE WHEN {where} AND {shown} AND {FINITE_NDCG} AND {ndcg_bin(BINS)} = {b} THEN 1 END)"
 
 
 def _literal(value: Any, sql_type: str) -> str:

@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from ndcg_spark._charts import BINS, _e, histograms, ndcg_curve, trend_chart
 from ndcg_spark._exposure_charts import coverage_curve, exposure_chart
 from ndcg_spark._metrics import COMPANIONS, COMPARISON_COLUMNS, SUMMARY_COLUMNS, beyond_comparison_columns
-from ndcg_spark._sql import ident
+from ndcg_spark._sql import FINITE_NDCG, ident, ndcg_bin
 from ndcg_spark.options import EvaluationOptions, k_label
 
 #: The options that define the figure (docs/conventions.md), shown under the page's convention.
@@ -68,10 +68,9 @@ def ndcg_histogram(per_user: DataFrame, group_by: Sequence[str] = (), bins: int 
     >>> sorted(tuple(r) for r in ndcg_histogram(per_user, bins=4).collect())
     [(10, 0, 1), (10, 2, 1), (10, 3, 1)]
     """
-    b = F.least(F.floor(F.col("ndcg") * F.lit(bins)).cast("int"), F.lit(bins - 1))
     keys = [F.col(ident(c)) for c in (*group_by, "k")]
-    finite = per_user.filter("ndcg IS NOT NULL AND NOT isnan(ndcg) AND abs(ndcg) <> CAST('Infinity' AS DOUBLE)")
-    return finite.groupBy(*keys, b.alias("bin")).agg(F.count(F.lit(1)).alias("users"))
+    finite = per_user.filter(FINITE_NDCG)
+    return finite.groupBy(*keys, F.expr(ndcg_bin(bins)).alias("bin")).agg(F.count(F.lit(1)).alias("users"))
 
 
 def render(

@@ -147,6 +147,9 @@ class Lease:
         self.broke: Optional[str] = None
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
+        # The renewing thread and ensure() (the main thread, right before a publish) each renew:
+        # one at a time, or both write the lease's one temporary file and one's move finds it gone.
+        self._renewal = threading.Lock()
 
     @property
     def path(self) -> str:
@@ -216,6 +219,10 @@ class Lease:
 
     def renew(self) -> bool:
         """Renew the lease if the lock is still this run's; whether it is."""
+        with self._renewal:
+            return self._renew()
+
+    def _renew(self) -> bool:
         holder = Holder(self.files.read_text(self.path), None, None)
         if holder.run_id != self.run_id:
             self.lost_to = self.lost_to or holder.describe()
