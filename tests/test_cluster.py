@@ -264,9 +264,10 @@ def test_cluster_listens_on_loopback_only(stack):
 def test_spark_submit_on_standalone_cluster_matches_local(spark, stack, local_out, clean_cluster_run):
     sub, out = clean_cluster_run
     log = sub.output()
+    # Finished: so the driver imported the job's modules from the zip, the one place the submit's
+    # interpreter and folder can import them from (test_package_is_importable_only_through_the_zip).
+    # (No job's call site names the zip any more: the run collects nothing through Python.)
     assert "ndcg_spark.finished" in log and '"status": "ok"' in log
-    # The driver imported the job's modules from the zip.
-    assert f"{stack.pyfiles}/ndcg_spark/job/" in log
     # Tasks ran on two executors on two different workers.
     granted = C.granted_executors(log)
     assert len(set(granted.values())) == 2, granted
