@@ -58,6 +58,7 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 import job as job_benchmark  # noqa: E402  (its data generation)
+import metering  # noqa: E402
 from metering import event_log_conf, jvm_cpu_seconds, spark_figures, timed  # noqa: E402
 
 #: A heavy job ran at least this share of the longest job's task time.
@@ -70,16 +71,11 @@ DATE, EARLIER = "2026-11-21", "2026-11-20"
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", default="1000,100000", help="users, comma-separated")
-    p.add_argument("--list-length", type=int, default=50)
-    p.add_argument("--relevant", type=int, default=20)
     p.add_argument("--repeat", type=int, default=3, help="rounds of whole processes")
     p.add_argument("--runs", default=",".join(RUNS), help="of J, P, JD")
     p.add_argument("--warm-repeat", type=int, default=5, help="rounds in the warm session (0: none)")
     p.add_argument("--no-warm", action="store_true", help="skip the warm session")
-    p.add_argument("--master", default="local[2]")
-    p.add_argument("--data-dir", default="/tmp/ndcg-bench")
-    p.add_argument("--work-dir", default="/tmp/ndcg-bench-fixed", help="the runs' outputs (replaced)")
-    p.add_argument("--json", default=None, help="also write every figure as JSON to this path")
+    job_benchmark.add_data_arguments(p, work_dir="/tmp/ndcg-bench-fixed")
     return p.parse_args(argv)
 
 
@@ -142,28 +138,24 @@ def timeline(logs: Path) -> Dict[str, float]:
     jobs: Dict[int, dict] = {}
     stage_job: Dict[int, int] = {}
     app = {}
-    files = [p for p in logs.rglob("*") if p.is_file() and p.name.startswith(("events_", "local-", "app-"))]
-    for path in sorted(files, key=lambda p: int(p.name.split("_")[1]) if p.name.startswith("events_") else 0):
-        with open(path) as events:
-            for line in events:
-                event = json.loads(line)
-                kind = event.get("Event", "")
-                if kind == "SparkListenerApplicationStart":
-                    app["start"] = event["Timestamp"]
-                elif kind == "SparkListenerApplicationEnd":
-                    app["end"] = event["Timestamp"]
-                elif kind == "SparkListenerJobStart":
-                    jobs[event["Job ID"]] = {"start": event["Submission Time"], "rows": 0, "run": 0}
-                    for stage in event["Stage IDs"]:
-                        stage_job[stage] = event["Job ID"]
-                elif kind == "SparkListenerJobEnd":
-                    jobs[event["Job ID"]]["end"] = event["Completion Time"]
-                elif kind == "SparkListenerTaskEnd":
-                    job = jobs.get(stage_job.get(event["Stage ID"]))
-                    metrics = event.get("Task Metrics") or {}
-                    if job is not None:
-                        job["rows"] += (metrics.get("Input Metrics") or {}).get("Records Read", 0)
-                        job["run"] += metrics.get("Executor Run Time", 0)
+    for event in metering.events(logs):
+        kind = event.get("Event", "")
+        if kind == "SparkListenerApplicationStart":
+            app["start"] = event["Timestamp"]
+        elif kind == "SparkListenerApplicationEnd":
+            app["end"] = event["Timestamp"]
+        elif kind == "SparkListenerJobStart":
+            jobs[event["Job ID"]] = {"start": event["Submission Time"], "rows": 0, "run": 0}
+            for stage in event["Stage IDs"]:
+                stage_job[stage] = event["Job ID"]
+        elif kind == "SparkListenerJobEnd":
+            jobs[event["Job ID"]]["end"] = event["Completion Time"]
+        elif kind == "SparkListenerTaskEnd":
+            job = jobs.get(stage_job.get(event["Stage ID"]))
+            metrics = event.get("Task Metrics") or {}
+            if job is not None:
+                job["rows"] += (metrics.get("Input Metrics") or {}).get("Records Read", 0)
+                job["run"] += metrics.get("Executor Run Time", 0)
     # A process that exits without stopping its session may end before Spark logs the
     # application's end: then the last event logged (a job's end) stands for it.
     app.setdefault("end", max((j.get("end", j["start"]) for j in jobs.values()), default=app["start"]))

@@ -59,17 +59,22 @@ TARGETS = {"J/P largest": 1.10, "J/P <=100k": 1.20, "growth per 2x": 2.1, "JS/J"
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", default="100000,400000,1600000", help="users, comma-separated")
-    p.add_argument("--list-length", type=int, default=50, help="recommendations per user")
-    p.add_argument("--relevant", type=int, default=20, help="relevance rows per user (grades 0..4)")
     p.add_argument("--repeat", type=int, default=3, help="rounds; each runs every run of every size once")
     p.add_argument("--runs", default="J,P", help="of J, P, J6, comma-separated")
     p.add_argument("--skew-at", type=int, default=400_000, help="users of the skewed tables (0: no JS)")
     p.add_argument("--giant", default="1000000,100000", help="the largest user's recommendations,relevance rows")
+    add_data_arguments(p, work_dir="/tmp/ndcg-bench-job")
+    return p.parse_args(argv)
+
+
+def add_data_arguments(p: argparse.ArgumentParser, work_dir: str) -> None:
+    """The generated tables' shape, where they and the runs' outputs go, the master and ``--json``."""
+    p.add_argument("--list-length", type=int, default=50, help="recommendations per user")
+    p.add_argument("--relevant", type=int, default=20, help="relevance rows per user (grades 0..4)")
     p.add_argument("--master", default="local[2]")
     p.add_argument("--data-dir", default="/tmp/ndcg-bench")
-    p.add_argument("--work-dir", default="/tmp/ndcg-bench-job", help="the runs' outputs (replaced)")
+    p.add_argument("--work-dir", default=work_dir, help="the runs' outputs (replaced)")
     p.add_argument("--json", default=None, help="also write every figure as JSON to this path")
-    return p.parse_args(argv)
 
 
 def specs(args) -> Dict[str, DataSpec]:

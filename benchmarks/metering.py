@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 # In one warm session
 
@@ -315,6 +315,16 @@ def plan_nodes(info: dict, seen: Dict[str, set]) -> None:
         plan_nodes(child, seen)
 
 
+def events(logs: Path) -> Iterator[dict]:
+    """Every event of a run's event log in ``logs``, in order."""
+    # Spark 4 writes a folder of rolled files (``eventlog_v2_*/events_*``), Spark 3.5 one file.
+    files = [p for p in logs.rglob("*") if p.is_file() and p.name.startswith(("events_", "local-", "app-"))]
+    for path in sorted(files, key=lambda p: int(p.name.split("_")[1]) if p.name.startswith("events_") else 0):
+        with open(path) as lines:
+            for line in lines:
+                yield json.loads(line)
+
+
 def spark_figures(logs: Path) -> Dict[str, float]:
     """The deterministic figures of one run, from its event log (see the module).
 
@@ -326,28 +336,19 @@ def spark_figures(logs: Path) -> Dict[str, float]:
     figures = {"shuffle_bytes": 0, "spill_bytes": 0, "task_cpu_seconds": 0.0, "sql_executions": 0}
     plans: Dict[int, dict] = {}
     writing = set()
-    # Spark 4 writes a folder of rolled files (``eventlog_v2_*/events_*``), Spark 3.5 one file.
-    files = [p for p in logs.rglob("*") if p.is_file() and p.name.startswith(("events_", "local-", "app-"))]
-    for path in sorted(files, key=lambda p: int(p.name.split("_")[1]) if p.name.startswith("events_") else 0):
-        with open(path) as events:
-            for line in events:
-                event = json.loads(line)
-                kind = event.get("Event", "")
-                if kind == "SparkListenerTaskEnd":
-                    metrics = event.get("Task Metrics") or {}
-                    figures["shuffle_bytes"] += (metrics.get("Shuffle Write Metrics") or {}).get(
-                        "Shuffle Bytes Written", 0
-                    )
-                    figures["spill_bytes"] += metrics.get("Memory Bytes Spilled", 0) + metrics.get(
-                        "Disk Bytes Spilled", 0
-                    )
-                    figures["task_cpu_seconds"] += metrics.get("Executor CPU Time", 0) / 1e9
-                    if (metrics.get("Shuffle Write Metrics") or {}).get("Shuffle Bytes Written", 0):
-                        writing.add(event["Stage ID"])
-                elif kind.endswith("SparkListenerSQLExecutionStart") or kind.endswith(
-                    "SparkListenerSQLAdaptiveExecutionUpdate"
-                ):
-                    plans[event["executionId"]] = event["sparkPlanInfo"]
+    for event in events(logs):
+        kind = event.get("Event", "")
+        if kind == "SparkListenerTaskEnd":
+            metrics = event.get("Task Metrics") or {}
+            figures["shuffle_bytes"] += (metrics.get("Shuffle Write Metrics") or {}).get("Shuffle Bytes Written", 0)
+            figures["spill_bytes"] += metrics.get("Memory Bytes Spilled", 0) + metrics.get("Disk Bytes Spilled", 0)
+            figures["task_cpu_seconds"] += metrics.get("Executor CPU Time", 0) / 1e9
+            if (metrics.get("Shuffle Write Metrics") or {}).get("Shuffle Bytes Written", 0):
+                writing.add(event["Stage ID"])
+        elif kind.endswith("SparkListenerSQLExecutionStart") or kind.endswith(
+            "SparkListenerSQLAdaptiveExecutionUpdate"
+        ):
+            plans[event["executionId"]] = event["sparkPlanInfo"]
     seen: Dict[str, set] = {name: set() for name in NODES}
     for info in plans.values():
         plan_nodes(info, seen)

@@ -639,7 +639,6 @@ class Victim:
     executor_pid: int
     worker_pid: int
     app_id: str
-    killed: str  # "executor" or "worker"
 
 
 def driver_ui_port(driver_pid: int) -> Optional[int]:
@@ -660,10 +659,10 @@ def _active_tasks(port: int, app_id: str, executor_id: str) -> int:
 
 
 def kill_when_busy(
-    cluster: StandaloneCluster, sub: Submission, target: str, min_completed: int = 3, timeout: float = JOB_TIMEOUT
+    cluster: StandaloneCluster, sub: Submission, min_completed: int = 3, timeout: float = JOB_TIMEOUT
 ) -> Victim:
-    """SIGKILL an executor (``target="executor"``) or the worker hosting it (``"worker"``) while
-    that executor is running one of the job's tasks, once ``min_completed`` tasks have finished.
+    """SIGKILL an executor while it is running one of the job's tasks, once ``min_completed``
+    tasks have finished.
 
     No timing luck: poll the driver's REST API until an executor of the app has an active task,
     freeze that executor with SIGSTOP (a frozen task cannot finish), wait a second for any
@@ -705,17 +704,12 @@ def kill_when_busy(
                     running = 0
                 if running == 0:
                     continue
-                if target == "executor":
-                    os.kill(pid, signal.SIGKILL)
-                else:
-                    daemon = next(d for d in cluster.worker_daemons if d.pid == worker_pid)
-                    daemon.proc.kill()
-                    daemon.proc.wait(60)
+                os.kill(pid, signal.SIGKILL)
                 killed = True
-                return Victim(executor_id, pid, worker_pid, app_id, target)
+                return Victim(executor_id, pid, worker_pid, app_id)
             finally:
-                if not killed or target == "worker":
-                    try:  # resume it: a survivor goes on; an orphan notices its worker is gone
+                if not killed:
+                    try:  # resume it: the executor goes on
                         os.kill(pid, signal.SIGCONT)
                     except ProcessLookupError:
                         pass

@@ -305,7 +305,7 @@ def test_job_survives_a_killed_executor(spark, stack, clean_cluster_run):
     killed worker daemon takes its executor with it: the same loss, the same recovery.)"""
     sub, out = stack.submit_job("kill-executor")
     try:
-        victim = C.kill_when_busy(stack.cluster, sub, target="executor")
+        victim = C.kill_when_busy(stack.cluster, sub)
         # Meanwhile: the driver and the surviving executor listen on loopback only.
         for pid in [sub.proc.pid, *stack.cluster.executors(victim.app_id).values()]:
             assert {address for address, _ in C.listening_sockets(pid)} <= {C.LOCALHOST}, pid
