@@ -12,7 +12,14 @@ which the suite's shared session is not), with the settings a team passes (docs/
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
+import os
 import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -122,3 +129,61 @@ class Store:
     def uploads(self) -> List[str]:
         """The keys of multipart uploads begun and neither completed nor aborted."""
         return sorted(u["Key"] for u in self.client.list_multipart_uploads(Bucket=BUCKET).get("Uploads", []))
+
+
+def refusing_server(port: int):
+    """A second moto server that checks every request's credentials against its own IAM, which
+    holds none: every key is refused (403 InvalidAccessKeyId), as a store refuses wrong keys."""
+    env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0"}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.time() + 60
+    while time.time() < deadline and server.poll() is None:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return server
+        time.sleep(0.2)
+    server.kill()
+    raise RuntimeError(f"moto's server did not listen on port {port}")
+
+
+def mirror(store: Store, prefix: str, into: Path) -> Path:
+    """The objects under ``prefix`` as local files under ``into`` (a reader's copy of the output,
+    read with the suite's own session, which has no S3A); folder markers are left out."""
+    for key in store.keys(prefix + "/"):
+        if key.endswith("/"):
+            continue
+        target = into / key[len(prefix) + 1 :]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        store.client.download_file(BUCKET, key, str(target))
+    return into
+
+
+def main(argv: List[str]) -> None:
+    """``python -m tests.object_store PLAN RESULTS``: one session with the S3A settings of the plan
+    (JSON: ``conf``, ``runs``, each a job's arguments), each run through the job's ``run`` in this
+    process, its exit code, stderr and seconds written to RESULTS (JSON): one JVM for many runs."""
+    from pyspark.sql import SparkSession
+
+    from ndcg_spark.job import run
+
+    plan = json.loads(Path(argv[0]).read_text())
+    builder = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+    for key, value in plan["conf"].items():
+        builder = builder.config(key, value)
+    builder.getOrCreate()
+    results = []
+    for job in plan["runs"]:
+        err, started = io.StringIO(), time.time()
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            code = run(job)
+        results.append({"argv": job, "code": code, "stderr": err.getvalue(), "seconds": time.time() - started})
+    Path(argv[1]).write_text(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
