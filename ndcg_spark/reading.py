@@ -22,7 +22,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ndcg_spark._compat import parse_ddl
+from ndcg_spark._compat import is_connect, parse_ddl
 from ndcg_spark._sql import ident, string_literal
 from ndcg_spark.errors import (
     EMPTY_TABLE,
@@ -118,6 +118,8 @@ def read_table(
     is_path = "/" in source or "://" in source or os.path.exists(source)
     where = format if is_path else "a table"
     try:
+        if is_path:
+            _probe(spark, source)
         if not is_path:
             df = spark.read.table(source)
         elif format == "trec":
@@ -281,6 +283,17 @@ def _read_trec(spark, source: str, layout, opts: EvaluationOptions, label: str) 
 
 #: (pattern in Spark's error text, the cause as users read it); the first match wins.
 _CAUSES = (
+    # S3A's words (SDK v1 and v2): before "does not exist", which its messages also hold.
+    (r"NoSuchBucket|UnknownStoreException", "its bucket does not exist"),
+    (
+        r"AccessDenied|InvalidAccessKeyId|SignatureDoesNotMatch|ExpiredToken|InvalidToken|Status Code: 403",
+        "the store refused access (its credentials or permissions)",
+    ),
+    (
+        r"Unable to execute HTTP request|UnknownHostException|ConnectException|SdkClientException|"
+        r"Connect to \S+ failed",
+        "the store cannot be reached (its endpoint, network or proxy)",
+    ),
     (r"PATH_NOT_FOUND|TABLE_OR_VIEW_NOT_FOUND|Path does not exist|FileNotFoundException", "it does not exist"),
     (r"is not a Parquet file", "it is not a Parquet file"),
     (r"CANNOT_READ_FILE_FOOTER|Malformed ORC file|not an ORC file", "it is not {format_name} file"),
@@ -292,6 +305,42 @@ _CAUSES = (
     ),
 )
 _FORMAT_NAMES = {"parquet": "a Parquet", "orc": "an ORC", "json": "a JSON lines", "csv": "a CSV", "trec": "a TREC"}
+
+
+#: S3A's retries, bounded for the first look at an input (:func:`_probe`): by default it retries an
+#: unreachable endpoint or a throttled request for minutes, which a wrong bucket or endpoint in a
+#: config would spend before its one line. Timeouts in milliseconds (Hadoop 3.3 and 3.4 both read that).
+PROBE_S3A = {
+    "fs.s3a.attempts.maximum": "1",
+    "fs.s3a.retry.limit": "1",
+    "fs.s3a.retry.interval": "100",
+    "fs.s3a.retry.throttle.limit": "1",
+    "fs.s3a.retry.throttle.interval": "100",
+    "fs.s3a.connection.establish.timeout": "5000",
+    "fs.s3a.connection.timeout": "10000",
+    "fs.s3a.connection.request.timeout": "10000",
+}
+
+
+def _probe(spark, source: str) -> None:
+    """Look at an ``s3a://`` input once with S3A's retries bounded (:data:`PROBE_S3A`), so that
+    a missing bucket or path, refused credentials or an endpoint that cannot be reached fail the
+    read in seconds; the read itself then keeps the session's own retries. Classic mode only
+    (over Spark Connect the server reads); a glob is left to the read."""
+    if not source.startswith("s3a://") or is_connect(spark) or re.search(r"[*?\[{]", source):
+        return
+    jvm = spark._jvm
+    conf = jvm.org.apache.hadoop.conf.Configuration(spark._jsc.hadoopConfiguration())
+    bucket = source[len("s3a://") :].split("/", 1)[0]
+    for key, value in PROBE_S3A.items():
+        conf.set(key, value)
+        conf.set(f"fs.s3a.bucket.{bucket}.{key[len('fs.s3a.') :]}", value)  # a bucket's own settings win
+    path = jvm.org.apache.hadoop.fs.Path(source)
+    fs = jvm.org.apache.hadoop.fs.FileSystem.newInstance(path.toUri(), conf)  # not the session's cached one
+    try:
+        fs.getFileStatus(path)
+    finally:
+        fs.close()
 
 
 #: File name endings that name a format.

@@ -2,8 +2,9 @@
 # Fetch the table formats' official Spark jars from Maven Central into .jars/<spark line>/ of the
 # checkout (ignored by git), for the format tests (tests/test_table_formats.py) and .ci/run.
 #
-#   scripts/fetch_jars.sh            # both lines
-#   scripts/fetch_jars.sh spark35    # one line
+#   scripts/fetch_jars.sh                # both lines
+#   scripts/fetch_jars.sh spark35        # one line
+#   scripts/fetch_jars.sh hadoop-3.4.2   # S3A for one Hadoop (tests/object_store.py)
 #
 # A jar already in .jars/ is not fetched again, so a second run needs no network. Each jar comes
 # straight from Maven Central's repository layout and is checked against the SHA-1 published
@@ -15,6 +16,18 @@
 # is delta-storage; Iceberg's spark-runtime jar is shaded and self-contained.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# S3A (hadoop-aws) at the Hadoop version a PySpark wheel ships (its jars/hadoop-client-api-*.jar),
+# with the AWS SDK bundle that Hadoop release was built against (hadoop-project's pom): Spark 3.5
+# has Hadoop 3.3.4 (SDK v1), 4.0 has 3.4.1, 4.1 has 3.4.2, 4.2 and later 3.5.0 (SDK v2). From 3.4.2
+# hadoop-aws also depends on the analytics accelerator (loaded only for its input stream, but
+# named by the S3A classes). The bundles are large (280-690 MB): fetched only when asked for.
+declare -A HADOOP=(
+  [3.3.4]="org.apache.hadoop:hadoop-aws:3.3.4 com.amazonaws:aws-java-sdk-bundle:1.12.262"
+  [3.4.1]="org.apache.hadoop:hadoop-aws:3.4.1 software.amazon.awssdk:bundle:2.24.6"
+  [3.4.2]="org.apache.hadoop:hadoop-aws:3.4.2 software.amazon.awssdk:bundle:2.29.52 software.amazon.s3.analyticsaccelerator:analyticsaccelerator-s3:1.2.1"
+  [3.5.0]="org.apache.hadoop:hadoop-aws:3.5.0 software.amazon.awssdk:bundle:2.35.4 software.amazon.s3.analyticsaccelerator:analyticsaccelerator-s3:1.3.1"
+)
 
 # Spark 3.5 (Scala 2.12): Iceberg 1.10, Delta 3.3 (the line built on Spark 3.5).
 SPARK35=(
@@ -60,6 +73,11 @@ for line in "${lines[@]}"; do
   case $line in
     spark35) fetch spark35 "${SPARK35[@]}" ;;
     spark41) fetch spark41 "${SPARK41[@]}" ;;
-    *) echo "fetch_jars: unknown line $line (spark35 or spark41)" >&2; exit 2 ;;
+    hadoop-*)
+      [[ -n ${HADOOP[${line#hadoop-}]:-} ]] || { echo "fetch_jars: no S3A jars listed for $line" >&2; exit 2; }
+      # shellcheck disable=SC2086 # the coordinates are words
+      fetch "$line" ${HADOOP[${line#hadoop-}]}
+      ;;
+    *) echo "fetch_jars: unknown line $line (spark35, spark41 or hadoop-VERSION)" >&2; exit 2 ;;
   esac
 done

@@ -44,9 +44,10 @@ LONGEST_FIRST = (
 
 #: The slow tier: the kinds of test that start JVMs, daemons or programs of their own (a standalone
 #: cluster, a Spark Connect server, the job in a fresh process killed at each step, the benchmark
-#: scripts, a real Airflow, the table formats' sessions). Each such test is marked ``slow`` too.
+#: scripts, a real Airflow, the table formats' sessions, the job on an S3 server). Each such test is
+#: marked ``slow`` too.
 #: The README's test command runs the quick tier (everything else); ``--slow`` runs both, as CI does.
-SLOW = ("cluster", "process", "bench", "airflow", "formats")
+SLOW = ("cluster", "process", "bench", "airflow", "formats", "s3")
 
 
 def pytest_addoption(parser):

@@ -5,6 +5,7 @@ what Spark Connect cannot reach (:func:`check_connect`)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from typing import Dict, List, Optional, Protocol
 from urllib.parse import urlparse
@@ -130,9 +131,23 @@ class Files(Protocol):
         """Create ``path`` with ``text`` only if it does not exist; whether it was created.
 
         On the local file system an exclusive create (``O_EXCL``), atomic between processes; on
-        HDFS Hadoop's create without overwrite, atomic in the NameNode. Object stores have no
-        such primitive: there two runs started at the same instant could both succeed.
+        HDFS Hadoop's create without overwrite, atomic in the NameNode; on S3 a conditional put
+        (``If-None-Match: *``) where the connector has it (:attr:`exclusive`). Elsewhere on an
+        object store a look then a put: two runs started at the same instant could both succeed.
         """
+
+    @property
+    def exclusive(self) -> bool:
+        """Whether :meth:`create_new` is atomic between processes."""
+
+    def move_into(self, source: str, target: str) -> None:
+        """Move every file of folder ``source`` into folder ``target`` (a file there of the same
+        name is replaced), then remove ``source``: finishes a folder rename that an object
+        store, copying file by file, was doing when its run died."""
+
+    def abort_uploads(self, path: str) -> int:
+        """Abort the unfinished multipart uploads under ``path`` (an object store's; a killed
+        writer leaves them, invisible to listings but stored); how many."""
 
     def data_files(self, path: str) -> List[str]:
         """The data files of a written table folder (Spark's ``part-*`` files), recursively."""
@@ -146,6 +161,28 @@ def files_for(spark, root: str) -> Files:
     if spark is None or is_connect(spark):
         return LocalFiles(root)
     return HadoopFiles(spark, root)
+
+
+#: The schemes of object stores (S3A, Google Cloud Storage's connector): a file is an object
+#: written whole on close, a folder a prefix, a rename a copy of each object then a delete.
+OBJECT_STORES = ("s3a", "gs")
+#: Hadoop's option (3.4.2 on) for a create that the store refuses when the file is there.
+CONDITIONAL_CREATE = "fs.option.create.conditional.overwrite"
+
+
+def _capable(fs, path, capability: str) -> bool:
+    try:
+        return bool(fs.hasPathCapability(path, capability))
+    except Exception:  # noqa: BLE001 - a Hadoop without path capabilities has none of these
+        return False
+
+
+def _merge(files: Files, source: str, target: str, names: List[str]) -> None:
+    """Move the files ``names`` (relative to ``source``) into ``target``, then remove ``source``."""
+    for name in names:
+        files.delete(f"{target}/{name}")
+        files.rename(f"{source}/{name}", f"{target}/{name}")
+    files.delete(source)
 
 
 class _Output:
@@ -229,6 +266,23 @@ class LocalFiles(_Output):
     def create_new(self, path: str, text: str) -> bool:
         return _create_exclusive(self._local(path), text)
 
+    exclusive = True
+
+    def move_into(self, source: str, target: str) -> None:
+        _merge(self, source, target, self.data_files(source) + self._hidden(source))
+
+    def _hidden(self, path: str) -> List[str]:
+        base = self._local(path)
+        return sorted(
+            os.path.relpath(os.path.join(folder, n), base)
+            for folder, _, names in os.walk(base)
+            for n in names
+            if n.startswith(("_", "."))
+        )
+
+    def abort_uploads(self, path: str) -> int:
+        return 0
+
     def data_files(self, path: str) -> List[str]:
         base, found = self._local(path), []
         for folder, _, names in os.walk(base):
@@ -249,6 +303,15 @@ class HadoopFiles(_Output):
         fs = self._path(root).getFileSystem(spark._jsc.hadoopConfiguration())
         self.local = fs.getScheme() == "file"
         self._fs = fs.getRawFileSystem() if self.local else fs
+        #: An object store: a file is one object, whole once its stream closes; a rename a copy.
+        self.object_store = fs.getScheme() in OBJECT_STORES
+        # S3A from Hadoop 3.4.2 with fs.s3a.create.conditional.enabled: a create that fails when
+        # the object is there, decided by the store (If-None-Match: *), not by a look before.
+        self._conditional = self.object_store and _capable(fs, self._path(root), CONDITIONAL_CREATE)
+
+    @property
+    def exclusive(self) -> bool:
+        return not self.object_store or self._conditional
 
     def exists(self, path: str) -> bool:
         return bool(self._fs.exists(self._path(path)))
@@ -303,6 +366,11 @@ class HadoopFiles(_Output):
             stream.close()
 
     def write_text(self, path: str, text: str) -> None:
+        if self.object_store:
+            # One put: the object appears whole when the stream closes, replacing the old one
+            # in one step (a rename there would be a copy, and the old file gone meanwhile).
+            self._write(self._path(path), text, overwrite=True)
+            return
         # Hadoop's rename does not replace a file: the old one is deleted just before, so a
         # reader sees the old file, then none, then the complete new one.
         folder, name = path.rsplit("/", 1)
@@ -319,21 +387,50 @@ class HadoopFiles(_Output):
             # O_EXCL is atomic between processes; the raw local file system's create is not.
             return _create_exclusive(self._path(path).toUri().getPath(), text)
         p = self._path(path)
-        self._fs.mkdirs(p.getParent())
+        if not self.object_store:
+            self._fs.mkdirs(p.getParent())
         try:
-            self._write(p, text, overwrite=False)
+            if self._conditional:
+                builder = self._fs.createFile(p).overwrite(False).must(CONDITIONAL_CREATE, True)
+                self._close_written(builder.build(), text)
+            else:
+                self._write(p, text, overwrite=False)
         except Exception as exc:  # noqa: BLE001 - Py4J wraps FileAlreadyExistsException
-            if "FileAlreadyExists" in str(exc) or self._fs.exists(p):
+            # S3's refused condition: 412, which S3A raises as RemoteFileChangedException.
+            if re.search(r"FileAlreadyExists|RemoteFileChanged|PreconditionFailed|\b412\b", str(exc)):
+                return False
+            if self._fs.exists(p):
                 return False
             raise
         return True
 
     def _write(self, path, text: str, overwrite: bool) -> None:
-        stream = self._fs.create(path, overwrite)
+        self._close_written(self._fs.create(path, overwrite), text)
+
+    @staticmethod
+    def _close_written(stream, text: str) -> None:
         try:
             stream.write(bytearray(text.encode("utf-8")))
         finally:
             stream.close()
+
+    def move_into(self, source: str, target: str) -> None:
+        names, iterator = [], self._fs.listFiles(self._path(source), True)
+        prefix = self._fs.makeQualified(self._path(source)).toString().rstrip("/") + "/"
+        while iterator.hasNext():
+            name = iterator.next().getPath().toString()
+            names.append(name[len(prefix) :] if name.startswith(prefix) else name)
+        _merge(self, source, target, sorted(names))
+
+    def abort_uploads(self, path: str) -> int:
+        p = self._path(path)
+        if not self.object_store or not _capable(self._fs, p, "fs.capability.multipart.uploader"):
+            return 0
+        uploader = self._fs.createMultipartUploader(p).build()
+        try:
+            return int(uploader.abortUploadsUnderPath(p).get())
+        finally:
+            uploader.close()
 
     def data_files(self, path: str) -> List[str]:
         found = []

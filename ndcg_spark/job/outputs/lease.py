@@ -16,7 +16,9 @@ stderr (and the holder in the manifest's ``run.broke_lock_of``):
 
 ``--break-lock`` also breaks a lease that missed three renewals (a run stalled or gone on
 another machine); ``--break-lock force`` breaks any lock, a live run's included. A lock with a
-fresh lease is otherwise never taken. A run checks that it still holds its lock right before its
+fresh lease is otherwise never taken. Where the store cannot create a file exclusively (S3A
+before Hadoop 3.4.2) a run reads its lock back :data:`SETTLE` seconds after putting it and stops
+if another run's put came last. A run checks that it still holds its lock right before its
 publish (:meth:`Lease.ensure`); one that lost it stops there (exit 5), touching nothing live.
 """
 
@@ -40,6 +42,9 @@ from ndcg_spark.job.result import strict_json
 
 #: Renewals a lease may miss before ``--break-lock`` (without force) breaks it.
 MISSED = 3
+#: Seconds a run waits before reading back a lock it put without an exclusive create: longer than
+#: a competitor's look-then-put takes, unless that competitor stalls between the two.
+SETTLE = 2.0
 
 
 def renew_every(timeout: float) -> float:
@@ -188,6 +193,9 @@ class Lease:
         broken = None
         for _ in range(3):
             if files.create_new(self.path, self._owner()):
+                if not files.exclusive and not self._kept():
+                    holder = self.holder()
+                    raise OutputLocked(self._refusal(where, holder, time.time(), "live", bool(break_lock)))
                 self.renew()
                 return broken
             text = files.read_text(self.path)
@@ -207,6 +215,13 @@ class Lease:
             if holder.run_id:
                 files.delete(self.lease_path(holder.run_id))
         raise OutputLocked(f"{where} was locked again by {self.holder().describe(time.time())}")
+
+    def _kept(self) -> bool:
+        """Where the store cannot create exclusively (S3A before Hadoop 3.4.2: a look, then a
+        put), two runs started together may both have put the lock; the last put stands. Each
+        reads it back once any put begun alongside its own has landed: the one not named stops."""
+        time.sleep(SETTLE)
+        return Holder(self.files.read_text(self.path), None, None).run_id == self.run_id
 
     def _refusal(self, where: str, holder: Holder, now: float, state: str, asked: bool) -> str:
         line = f"{where} is locked by {holder.describe(now)}, "

@@ -63,6 +63,9 @@ def recover(place: Place) -> List[str]:
     Returns the run ids whose publish was finished.
     """
     files, finished = place.files, []
+    # A writer killed on an object store leaves its multipart uploads open (stored, billed and
+    # shown in no listing); no live run writes under this place's staging while we hold its lock.
+    files.abort_uploads(place.staging_root)
     for run_id in files.list(place.staging_root):
         folder = f"{place.staging_root}/{run_id}"
         journal = files.read_text(f"{folder}/{JOURNAL}")
@@ -200,16 +203,33 @@ def _journal_there(files: Files, journal: Dict[str, Any]) -> None:
         raise OSError(f"the publish of run {journal['run_id']} was finished by another run; nothing more was written")
 
 
+def _vouched(journal: Dict[str, Any]) -> Dict[str, set]:
+    """Each staged table's data files, as the marker the journal publishes lists them (Spark
+    names them with its write's own id: no other run's file has one of these names)."""
+    try:
+        tables = json.loads(journal["marker_text"])["run"]["tables"]
+        return {name: set(table["files"]) for name, table in tables.items()}
+    except (KeyError, TypeError, ValueError):
+        return {}
+
+
 def _apply(files: Files, journal: Dict[str, Any]) -> None:
     """The publish itself; idempotent, so an interrupted one is finished by running it again."""
     files.delete(journal["marker"])
     contract.at_step("marker_removed")
+    vouched = _vouched(journal)
     for name, source, target in journal["moves"]:
-        if files.exists(source):
+        if not files.exists(source):
+            continue
+        if name in vouched and files.exists(target) and set(files.data_files(target)) <= vouched[name]:
+            # Both there, the target holding only this run's files: an object store's folder
+            # rename (a copy per file, then deletes) died part way; the rest is moved in.
+            files.move_into(source, target)
+        else:
             files.delete(target)
             contract.at_step(f"removed:{name}")
             files.rename(source, target)
-            contract.at_step(f"moved:{name}")
+        contract.at_step(f"moved:{name}")
     _journal_there(files, journal)
     for path in journal["removes"]:
         files.delete(path)
