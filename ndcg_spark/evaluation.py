@@ -38,10 +38,19 @@ from ndcg_spark._beyond.columns import unpacked as segments_unpacked
 from ndcg_spark._beyond.exposure import catalog_flags, exposure, exposure_curve, global_figures
 from ndcg_spark._beyond.means import aggregates as beyond_aggregates
 from ndcg_spark._beyond.means import summary as beyond_summary
-from ndcg_spark._beyond.novelty import item_table
+from ndcg_spark._beyond.novelty import item_table, seen_items
 from ndcg_spark._beyond.per_user import attach, per_list
 from ndcg_spark._beyond.similarity import history_table
-from ndcg_spark._beyond.tables import TABLES, Tables, asked, computed, interactions_rows, item_type_of, items_rows
+from ndcg_spark._beyond.tables import (
+    TABLES,
+    Tables,
+    asked,
+    computed,
+    interactions_rows,
+    item_type_of,
+    items_rows,
+    named_tables,
+)
 from ndcg_spark._beyond.tables import unknown_items as beyond_unknown_items
 from ndcg_spark._charts import BINS
 from ndcg_spark._columns import (
@@ -391,7 +400,7 @@ def evaluate_rows(
     the rows with :func:`ndcg_spark._inputs.reading_options`.
     """
     opts = _inputs.reading_options(options)
-    tables = tables or Tables()
+    tables, user_attributes = named_tables(tables or Tables(), user_attributes, opts)
     beyond = asked(opts, tables)
     _inputs.check_segments(recommendations, user_attributes, opts)
     _inputs.check_tables(recommendations, relevance, opts)
@@ -474,23 +483,25 @@ def beyond_accuracy(
         base = _rules.guard_rows(base, "recommendations", alone)
         baseline = _inputs.narrow(base, relevance, alone, item_type)[0].transform(_ranking.ranked_lists, alone)
     per_user = [n for n in names if n in BEYOND_PER_USER]
+    # The interactions grouped once, by (user, item): popularity, histories and co-occurrence read that.
+    seen = seen_items(interactions, opts) if interactions is not None else None
+    stats, totals, per_item = item_table(seen, items, opts)
     history = None
-    wants_history = {"unseen_share", "serendipity"} | ({"diversity"} if opts.similarity == "cooccurrence" else set())
-    if interactions is not None and wants_history & set(per_user):
-        history = history_table(interactions, items, opts)
+    wants_history = {"unseen_share", "serendipity"}
+    if seen is not None and wants_history & set(per_user):
+        history = history_table(seen, items, opts)
     if per_user:
-        stats, totals = item_table(interactions, items, opts)
-        metrics = per_list(lists, judged, stats, totals, history, baseline, per_user, opts)
+        metrics = per_list(lists, judged, stats, totals, history, baseline, per_user, opts, seen, per_item)
         scored = attach(scored, metrics, history, per_user, opts)
     exposed_lists = _inputs.with_user_attributes(segments_unpacked(lists), user_attributes, opts)
     exposed = exposure(exposed_lists, opts)
     globals_ = curve = None
+    flags = catalog_flags(exposed, per_item, items)
     if any(n in BEYOND_GLOBAL for n in names):
-        flags = catalog_flags(exposed, interactions, items)
         globals_ = global_figures(exposed, flags, names, opts)
-    if interactions is not None:
-        curve = exposure_curve(exposed, catalog_flags(exposed, interactions, items), interactions, opts.largest_k)
-    return scored, globals_, beyond_unknown_items(interactions, items, exposed), curve
+    if per_item is not None:
+        curve = exposure_curve(exposed, flags, per_item, opts.largest_k)
+    return scored, globals_, beyond_unknown_items(per_item, items, exposed), curve
 
 
 def with_segment(recs: DataFrame, rel: DataFrame, served: DataFrame) -> Tuple[DataFrame, DataFrame]:

@@ -256,8 +256,10 @@ def test_a_bad_items_row_stops_the_run_naming_the_item(spark, tables, rows, mess
 
 
 def test_a_history_past_max_history_stops_the_run_naming_the_user(spark, tables):
-    """Co-occurrence pairs grow with the square of a history: user 6's 3 distinct items pass 2."""
-    result = run(tables, beyond_accuracy=["diversity"], max_history=2)
+    """Serendipity pairs each history with the user's relevant recommended items: user 6's 3
+    distinct items pass 2. Diversity alone reads no history: no bound."""
+    assert run(tables, beyond_accuracy=["diversity"], max_history=2).per_user.count() > 0
+    result = run(tables, beyond_accuracy=["serendipity"], max_history=2)
     with pytest.raises(Exception) as info:
         result.per_user.collect()
     assert str(as_error(info.value)).startswith(
