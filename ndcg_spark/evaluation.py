@@ -38,7 +38,7 @@ from ndcg_spark._beyond.columns import unpacked as segments_unpacked
 from ndcg_spark._beyond.exposure import catalog_flags, exposure, exposure_curve, global_figures
 from ndcg_spark._beyond.means import aggregates as beyond_aggregates
 from ndcg_spark._beyond.means import summary as beyond_summary
-from ndcg_spark._beyond.novelty import item_table, seen_items
+from ndcg_spark._beyond.novelty import item_table, seen_items, without_seen
 from ndcg_spark._beyond.per_user import attach, per_list
 from ndcg_spark._beyond.similarity import history_table
 from ndcg_spark._beyond.tables import (
@@ -46,10 +46,12 @@ from ndcg_spark._beyond.tables import (
     Tables,
     asked,
     computed,
+    counted_tables,
     interactions_rows,
     item_type_of,
     items_rows,
     named_tables,
+    used_rows,
 )
 from ndcg_spark._beyond.tables import unknown_items as beyond_unknown_items
 from ndcg_spark._charts import BINS
@@ -126,6 +128,10 @@ class EvaluationResult:
     _unknown_items: Optional[DataFrame] = None
     #: The exposure curve at the largest k (with beyond accuracy and interactions).
     _exposure_curve: Optional[DataFrame] = None
+    #: One row: what the metrics used of each beyond-accuracy table read (the row accounting's).
+    _beyond_used: Optional[DataFrame] = None
+    #: Under seen_items = "drop": the recommendations' rows before the seen ones were dropped.
+    _unseen_rows: Optional[RowCount] = None
 
     @property
     def per_user(self) -> DataFrame:
@@ -196,11 +202,21 @@ class EvaluationResult:
         The lists' sums (:func:`ndcg_spark._summary.accounting`), and
         ``recommendations_beyond_k``: the rows that entered the ranking (counted as they passed,
         on the first action that computed the lists, this one if none did) less the rows the
-        lists hold. The job checks that the rows read add up to these and the rows set aside.
+        lists hold; for each beyond-accuracy table read, what its metrics used
+        (:func:`ndcg_spark._beyond.tables.used_rows`; ``baseline_beyond_k``: the baseline's rows
+        read less those its lists hold). The job checks that the rows read add up to these and
+        the rows set aside.
         """
+        sums_of = _summary.accounting(self._scored, self.options)
+        if self._beyond_used is not None:  # the beyond-accuracy tables' in the same small job
+            sums_of = sums_of.crossJoin(self._beyond_used)
         with input_errors():
-            sums = _summary.accounting(self._scored, self.options).first().asDict()
+            sums = sums_of.first().asDict()
         sums["recommendations_beyond_k"] = self.ranked_rows.rows() - sums.pop("recommendations_listed")
+        if self._unseen_rows is not None:
+            sums["recommendations_seen"] = self._unseen_rows.rows() - self.ranked_rows.rows()
+        if "baseline_listed" in sums:
+            sums["baseline_beyond_k"] = self.counts["baseline_recommendations"].rows() - sums["baseline_listed"]
         return sums
 
     def input_rows(self) -> Dict[str, int]:
@@ -384,7 +400,7 @@ def evaluate_counted(
     rows, recs_read = counted(_inputs.as_rows(recommendations, options))
     rel, rel_read = relevance
     result = evaluate_rows(rows, rel, options, user_attributes, tables)
-    return replace(result, counts={"recommendations": recs_read, "relevance": rel_read})
+    return replace(result, counts={"recommendations": recs_read, "relevance": rel_read, **result.counts})
 
 
 def evaluate_rows(
@@ -402,6 +418,7 @@ def evaluate_rows(
     opts = _inputs.reading_options(options)
     tables, user_attributes = named_tables(tables or Tables(), user_attributes, opts)
     beyond = asked(opts, tables)
+    tables, beyond_read = counted_tables(tables, beyond, opts)
     _inputs.check_segments(recommendations, user_attributes, opts)
     _inputs.check_tables(recommendations, relevance, opts)
     # Read before the row rules: a segment whose every row is set aside is still a segment.
@@ -422,15 +439,21 @@ def evaluate_rows(
     recs, rel = _inputs.narrow(recommendations, relevance, opts, item_type)
     if served is not None:
         recs, rel = with_segment(recs, rel, served)
+    seen = unseen_rows = None
+    if beyond and tables.interactions is not None:
+        # The interactions grouped once, by (user, item): the seen items, popularity, histories, co-occurrence.
+        seen = seen_items(interactions_rows(tables.interactions, recs.schema[ITEM].dataType, opts), opts)
+        if opts.seen_items == "drop":
+            recs, unseen_rows = without_seen(recs, seen, opts)
     ranked_rows = RowCount(recs, Observation())
     lists = recs.transform(_ranking.ranked_lists, opts, ranked_rows)
     judged = rel.transform(_judged.judged_lists, opts)
     scored = join_lists(lists, judged, opts).transform(_scoring.score, opts).transform(_summary.with_exclusions, opts)
-    globals_ = unknown = curve = None
+    globals_ = unknown = curve = used = None
     if beyond:
         item_type = recs.schema[ITEM].dataType
-        scored, globals_, unknown, curve = beyond_accuracy(
-            scored, lists, judged, tables, item_type, beyond, user_attributes, relevance, opts
+        scored, globals_, unknown, curve, used = beyond_accuracy(
+            scored, lists, judged, tables, item_type, beyond, user_attributes, relevance, opts, seen
         )
     scored = scored.transform(_inputs.with_user_attributes, user_attributes, opts)
     return EvaluationResult(
@@ -442,14 +465,17 @@ def evaluate_rows(
         _beyond_globals=globals_,
         _unknown_items=unknown,
         _exposure_curve=curve,
+        _beyond_used=used,
+        _unseen_rows=unseen_rows,
+        counts=beyond_read,
     )
 
 
 def _beyond_tables(tables: Tables, names: Tuple[str, ...], opts: EvaluationOptions) -> List[Tuple[str, DataFrame]]:
     """The beyond-accuracy tables the run reads, each as rows, by name: their items join the lists'."""
     read = [("interactions", tables.interactions), ("items", tables.items)]
-    if tables.baseline is not None and "unexpectedness" in names:
-        read.append(("baseline_recommendations", _inputs.as_rows(tables.baseline, replace(opts, group_by=()))))
+    if tables.baseline is not None:  # in the rows layout (counted_tables)
+        read.append(("baseline_recommendations", tables.baseline))
     return [(name, df) for name, df in read if df is not None]
 
 
@@ -463,28 +489,27 @@ def beyond_accuracy(
     user_attributes: Optional[DataFrame],
     relevance: DataFrame,
     opts: EvaluationOptions,
-) -> Tuple[DataFrame, Optional[DataFrame], DataFrame, Optional[DataFrame]]:
+    seen: Optional[DataFrame] = None,
+) -> Tuple[DataFrame, Optional[DataFrame], DataFrame, Optional[DataFrame], DataFrame]:
     """The scored rows with the per-user beyond-accuracy metrics (:mod:`ndcg_spark._beyond`), the
-    global figures per segment and k, the count of items the items table lacks, and the exposure
-    curve at the largest k (None without interactions).
+    global figures per segment and k, the count of items the items table lacks, the exposure
+    curve at the largest k (None without interactions) and what the metrics used of each table
+    (:func:`ndcg_spark._beyond.tables.used_rows`). ``seen``: the interactions grouped by (user,
+    item) (:func:`ndcg_spark._beyond.novelty.seen_items`), None without them.
 
     The lists and judged lists are the very frames NDCG reads, so Spark plans their shuffles once.
     """
-    interactions = items = baseline = None
-    if tables.interactions is not None:
-        interactions = interactions_rows(tables.interactions, item_type, opts)
+    items = baseline = None
     if tables.items is not None:
         items = items_rows(tables.items, item_type, opts)
     if tables.baseline is not None and "unexpectedness" in names:
         # The baseline's lists as the recommendations' own: same ordering, tie-break and cut, per user.
         alone = replace(opts, group_by=())
-        base = _inputs.as_rows(tables.baseline, alone)
+        base = tables.baseline  # in the rows layout (counted_tables)
         _inputs.check_schema(base, "recommendations", alone)
         base = _rules.guard_rows(base, "recommendations", alone)
         baseline = _inputs.narrow(base, relevance, alone, item_type)[0].transform(_ranking.ranked_lists, alone)
     per_user = [n for n in names if n in BEYOND_PER_USER]
-    # The interactions grouped once, by (user, item): popularity, histories and co-occurrence read that.
-    seen = seen_items(interactions, opts) if interactions is not None else None
     stats, totals, per_item = item_table(seen, items, opts)
     history = None
     wants_history = {"unseen_share", "serendipity"}
@@ -501,7 +526,8 @@ def beyond_accuracy(
         globals_ = global_figures(exposed, flags, names, opts)
     if per_item is not None:
         curve = exposure_curve(exposed, flags, per_item, opts.largest_k)
-    return scored, globals_, beyond_unknown_items(per_item, items, exposed), curve
+    used = used_rows(per_item, items, baseline, lists.sparkSession)
+    return scored, globals_, beyond_unknown_items(per_item, items, exposed), curve, used
 
 
 def with_segment(recs: DataFrame, rel: DataFrame, served: DataFrame) -> Tuple[DataFrame, DataFrame]:

@@ -37,6 +37,7 @@ WHOLE_LIST_MEANINGS = ("list_length", "all_judged")
 SIMILARITIES = ("cooccurrence", "features", "category")
 COVERAGE_CATALOGS = ("catalog", "recommended_over_interactions", "interacted_over_interactions")
 COLD_ITEMS = ("once", "zero")
+SEEN_ITEMS = ("keep", "drop")
 NOVELTY_WEIGHTINGS = ("user", "recommendation")
 SHORT_LISTS = ("list_length", "k")
 WITHOUT_LIST = ("null", "scored")
@@ -315,6 +316,13 @@ negative_relevance, on_invalid_rows, cap_ideal_at_list_length
         100000,
         "Most distinct items one user's interactions may hold under similarity = 'cooccurrence' (its history is "
         "one array, paired with its relevant recommended items); a longer history stops the run naming the user.",
+    )
+    seen_items: str = _opt(
+        "keep",
+        "A recommended item the user has in its interactions: 'keep' it, or 'drop' it from the list before the "
+        "ranking (Recommenders' remove_seen: its evaluator refuses a list that repeats the history); dropped rows "
+        "are set aside in the row accounting.",
+        SEEN_ITEMS,
     )
     interactions_user_col: Optional[str] = _opt(None, "User column of the interactions (default: user_col).")
     interactions_item_col: Optional[str] = _opt(None, "Item column of the interactions (default: item_col).")

@@ -402,3 +402,36 @@ def test_a_beyond_table_whose_items_are_another_kind_is_refused_naming_it(spark,
     ):
         evaluate(tables["recs"], tables["rel"], k=[2], items=items, item_category_col="category",
                  beyond_accuracy=["category_diversity"])  # fmt: skip
+
+
+def test_each_table_names_its_own_user_and_item_columns(spark, tables):
+    """Every table from another system under its own column names, mapped by its keywords: the
+    per-user rows equal the run under the contract's names, segments from the user attributes
+    included. A column a keyword names that its table lacks stops the run in one line."""
+    attributes = spark.createDataFrame([(1, "x"), (2, "y"), (4, "x")], "user_id int, country string")
+    expected = run(tables, beyond_accuracy=True, group_by=["country"], user_attributes=attributes).per_user
+    own = evaluate(
+        tables["recs"],
+        tables["rel"],
+        k=[2, None],
+        interactions=tables["interactions"].toDF("userId", "movieId"),
+        items=tables["items"].toDF("movieId", "category", "features"),
+        baseline_recommendations=tables["baseline"].toDF("uid", "mid", "score"),
+        user_attributes=attributes.toDF("uid", "country"),
+        item_category_col="category",
+        item_features_col="features",
+        beyond_accuracy=True,
+        group_by=["country"],
+        interactions_user_col="userId",
+        interactions_item_col="movieId",
+        items_item_col="movieId",
+        baseline_user_col="uid",
+        baseline_item_col="mid",
+        user_attributes_user_col="uid",
+    ).per_user
+    assert_approx_df_equality(own, expected, 1e-12, ignore_row_order=True, ignore_nullable=True)
+    with pytest.raises(InputDataError) as info:
+        run(tables, beyond_accuracy=["novelty"], interactions_item_col="movieId")
+    assert str(info.value) == (
+        "interactions table has no column 'movieId', which interactions_item_col names (it has: user_id, item_id)"
+    )

@@ -30,6 +30,7 @@ from ndcg_spark._beyond.columns import (
 )
 from ndcg_spark._beyond.similarity import unit
 from ndcg_spark._columns import ITEM
+from ndcg_spark._counts import RowCount, counted
 from ndcg_spark._sql import ident
 from ndcg_spark.options import EvaluationOptions
 
@@ -39,6 +40,15 @@ def seen_items(interactions: DataFrame, opts: EvaluationOptions) -> DataFrame:
     the histories and co-occurrence all read these rows (one shuffle of the interactions)."""
     user = ident(opts.user_col)
     return interactions.groupBy(F.col(user), F.col(ITEM)).agg(F.count(F.lit(1)).alias(TIMES))
+
+
+def without_seen(recs: DataFrame, seen: DataFrame, opts: EvaluationOptions) -> Tuple[DataFrame, RowCount]:
+    """The recommendations' rows (user, ``ITEM``, ...) less those whose item the user has in
+    ``seen`` (:func:`seen_items`), and the rows before (counted as they pass): ``seen_items =
+    "drop"``, the row accounting's rows set aside as seen."""
+    before, count = counted(recs)
+    kept = before.join(seen.select(F.col(ident(opts.user_col)), F.col(ITEM)), on=[opts.user_col, ITEM], how="left_anti")
+    return kept, count
 
 
 def item_table(

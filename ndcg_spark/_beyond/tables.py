@@ -9,15 +9,16 @@ what the items table lacks (counted, never dropped silently).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Collection, List, Optional, Sequence, Tuple
+from typing import Collection, Dict, List, Optional, Sequence, Tuple
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ndcg_spark._beyond.columns import CATEGORY, FEATURES, POP
-from ndcg_spark._columns import ITEM
-from ndcg_spark._inputs import INTEGRAL_TYPES, common_item_type
+from ndcg_spark._columns import ITEM, ITEMS
+from ndcg_spark._counts import RowCount, counted
+from ndcg_spark._inputs import INTEGRAL_TYPES, as_rows, common_item_type
 from ndcg_spark._rules import RowRule, key_text, recommendation_rules
 from ndcg_spark._sql import ident, string_literal
 from ndcg_spark.errors import COLUMN_TYPE, MISSING_COLUMN, TYPES_DIFFER, ConfigError, InputDataError, input_check
@@ -176,6 +177,45 @@ def named_tables(
         ),
         named(user_attributes, "user_attributes", opts),
     )
+
+
+def counted_tables(tables: Tables, names: Sequence[str], opts: EvaluationOptions) -> Tuple[Tables, Dict[str, RowCount]]:
+    """The tables the metrics ``names`` read, each with its rows counted as they pass
+    (:func:`ndcg_spark._counts.counted`), by name of :data:`TABLES`; a table no metric reads is
+    left out of both. The baseline in the rows layout (:func:`ndcg_spark._inputs.as_rows`): an
+    'array' baseline counts one row per recommended item, as the recommendations do."""
+    read: Dict[str, RowCount] = {}
+    interactions = items = baseline = None
+    if names and tables.interactions is not None:
+        interactions, read["interactions"] = counted(tables.interactions)
+    if names and tables.items is not None:
+        items, read["items"] = counted(tables.items)
+    if tables.baseline is not None and "unexpectedness" in names:
+        baseline, read["baseline_recommendations"] = counted(as_rows(tables.baseline, replace(opts, group_by=())))
+    return Tables(interactions, items, baseline), read
+
+
+def used_rows(
+    per_item: Optional[DataFrame], items: Optional[DataFrame], baseline_lists: Optional[DataFrame], spark
+) -> DataFrame:
+    """One row of what the evaluation used of each beyond-accuracy table it read, for the row
+    accounting: ``interactions_used`` (the rows behind the items' popularity), ``items_used``
+    (the catalog's items) and ``baseline_listed`` (the baseline's recommendations within the
+    largest k; the rest of its ranked rows lie beyond it). Each from the rows the metrics read,
+    so a row lost on the way shows."""
+    parts = [spark.range(1).selectExpr("0L AS __nb_unit")]
+    if per_item is not None:
+        parts.append(per_item.agg(F.coalesce(F.sum(POP), F.lit(0)).cast("long").alias("interactions_used")))
+    if items is not None:
+        parts.append(items.agg(F.count(F.lit(1)).alias("items_used")))
+    if baseline_lists is not None:
+        parts.append(
+            baseline_lists.agg(F.coalesce(F.sum(F.size(ITEMS)), F.lit(0)).cast("long").alias("baseline_listed"))
+        )
+    out = parts[0]
+    for part in parts[1:]:
+        out = out.crossJoin(part)
+    return out.drop("__nb_unit")
 
 
 def _check_columns(df: DataFrame, table: str, needed: Sequence[Tuple[str, str]]) -> None:
