@@ -447,6 +447,10 @@ def evaluate_rows(
             recs, unseen_rows = without_seen(recs, seen, opts)
     ranked_rows = RowCount(recs, Observation())
     lists = recs.transform(_ranking.ranked_lists, opts, ranked_rows)
+    if beyond:
+        # Every consumer (NDCG, the per-user metrics, exposure, the baseline's check) reads the
+        # lists through one exchange, which Spark reuses: the ranking runs once, not once each.
+        lists = lists.repartition(*[F.col(c) for c in (SEGMENT, opts.user_col) if c in lists.columns])
     judged = rel.transform(_judged.judged_lists, opts)
     scored = join_lists(lists, judged, opts).transform(_scoring.score, opts).transform(_summary.with_exclusions, opts)
     globals_ = unknown = curve = used = None
