@@ -207,12 +207,20 @@ class EvaluationResult:
         read less those its lists hold). The job checks that the rows read add up to these and
         the rows set aside.
         """
-        sums_of = _summary.accounting(self._scored, self.options)
-        if self._beyond_used is not None:  # the beyond-accuracy tables' in the same small job
-            sums_of = sums_of.crossJoin(self._beyond_used)
         with input_errors():
-            sums = sums_of.first().asDict()
+            sums = _summary.accounting(self._scored, self.options).first().asDict()
         sums["recommendations_beyond_k"] = self.ranked_rows.rows() - sums.pop("recommendations_listed")
+        return self.with_beyond_sums(sums)
+
+    def with_beyond_sums(self, sums: Dict[str, int]) -> Dict[str, int]:
+        """``sums`` (the lists' accounting) with the beyond-accuracy tables' (one small job when
+        any was read): what the metrics used of each (:func:`ndcg_spark._beyond.tables.used_rows`),
+        ``baseline_beyond_k`` (the baseline's rows read less those its lists hold) and, under
+        ``seen_items = "drop"``, ``recommendations_seen``."""
+        sums = dict(sums)
+        if self._beyond_used is not None:
+            with input_errors():
+                sums.update(self._beyond_used.first().asDict())
         if self._unseen_rows is not None:
             sums["recommendations_seen"] = self._unseen_rows.rows() - self.ranked_rows.rows()
         if "baseline_listed" in sums:
@@ -494,7 +502,7 @@ def beyond_accuracy(
     relevance: DataFrame,
     opts: EvaluationOptions,
     seen: Optional[DataFrame] = None,
-) -> Tuple[DataFrame, Optional[DataFrame], DataFrame, Optional[DataFrame], DataFrame]:
+) -> Tuple[DataFrame, Optional[DataFrame], DataFrame, Optional[DataFrame], Optional[DataFrame]]:
     """The scored rows with the per-user beyond-accuracy metrics (:mod:`ndcg_spark._beyond`), the
     global figures per segment and k, the count of items the items table lacks, the exposure
     curve at the largest k (None without interactions) and what the metrics used of each table

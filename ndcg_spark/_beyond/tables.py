@@ -197,12 +197,12 @@ def counted_tables(tables: Tables, names: Sequence[str], opts: EvaluationOptions
 
 def used_rows(
     per_item: Optional[DataFrame], items: Optional[DataFrame], baseline_lists: Optional[DataFrame], spark
-) -> DataFrame:
+) -> Optional[DataFrame]:
     """One row of what the evaluation used of each beyond-accuracy table it read, for the row
     accounting: ``interactions_used`` (the rows behind the items' popularity), ``items_used``
     (the catalog's items) and ``baseline_listed`` (the baseline's recommendations within the
     largest k; the rest of its ranked rows lie beyond it). Each from the rows the metrics read,
-    so a row lost on the way shows."""
+    so a row lost on the way shows. None when no table was read."""
     parts = [spark.range(1).selectExpr("0L AS __nb_unit")]
     if per_item is not None:
         parts.append(per_item.agg(F.coalesce(F.sum(POP), F.lit(0)).cast("long").alias("interactions_used")))
@@ -212,6 +212,8 @@ def used_rows(
         parts.append(
             baseline_lists.agg(F.coalesce(F.sum(F.size(ITEMS)), F.lit(0)).cast("long").alias("baseline_listed"))
         )
+    if len(parts) == 1:
+        return None
     out = parts[0]
     for part in parts[1:]:
         out = out.crossJoin(part)
