@@ -228,7 +228,9 @@ class EvaluationResult:
         return sums
 
     def input_rows(self) -> Dict[str, int]:
-        """{"recommendations": rows, "relevance": rows}: the rows the evaluation read of each table.
+        """{"recommendations": rows, "relevance": rows}: the rows the evaluation read of each table
+        (and of each beyond-accuracy table its metrics read: ``interactions``, ``items``,
+        ``baseline_recommendations``).
 
         Counted as the rows passed on the evaluation's own pass (no pass of their own), so read
         them after an action has computed the per-user figures (``per_user``, ``summary``,

@@ -136,7 +136,7 @@ def test_global_figures_by_hand(spark, tables):
     row = result.summary.first()
     assert row.users == 4 and row.novelty_ci_low < row.mean_novelty < row.novelty_ci_high
     # The lists the metrics read are NDCG's own: every input row counted once.
-    assert result.input_rows() == {"recommendations": 6, "relevance": 3}
+    assert result.input_rows() == {"recommendations": 6, "relevance": 3, "interactions": 10, "items": 5}
     # z, an interaction's item, is not in the items table: counted, not dropped in silence.
     assert result.unknown_items() == {"interactions_unknown_items": 1, "recommended_unknown_items": 0}
 
@@ -171,8 +171,12 @@ def test_diversity_and_serendipity_per_similarity(spark, tables, similarity, div
 
 def test_recommenders_switches_cold_items_and_weighting(spark, tables):
     """Recommenders: a cold item adds 0 to novelty (e, user 1) and mean_novelty is per
-    recommendation; coverage is every recommended item over the interactions' 5 items (e too)."""
-    result = run(tables, convention="recommenders", beyond_accuracy=["novelty", "catalog_coverage"])
+    recommendation; coverage is every recommended item over the interactions' 5 items (e too).
+    Its evaluator refuses a list repeating the history: the preset drops user 2's a (seen), which
+    leaves user 2 no list; kept here (seen_items = "keep") to pin the other switches."""
+    dropped = run(tables, convention="recommenders", beyond_accuracy=["novelty"])
+    assert {r.user_id for r in dropped.per_user.collect() if r.novelty is not None} == {1, 4}
+    result = run(tables, convention="recommenders", seen_items="keep", beyond_accuracy=["novelty", "catalog_coverage"])
     novelty_all = (L(5) + L(10) + 0.0) / 3
     assert got(result, ["novelty"]).filter("user_id = 1 AND k IS NULL").first().novelty == pytest.approx(novelty_all)
     row = next(r for r in result.summary.collect() if r.k is None)
