@@ -59,8 +59,10 @@ def runs(spark, tmp_path_factory):
     job_seconds = time.monotonic() - started
     assert proc.returncode == 0, proc.stderr[-3000:]
 
-    # Recommenders: its reco table is the top 20 of each list (score descending, item ascending,
-    # as the preset orders ties) with the judged relevance (0 when not judged).
+    # Recommenders: its reco table is the top 20 of each list less the movies its user rated in
+    # training (its evaluator refuses those: the preset drops them before the ranking), score
+    # descending, item ascending (as the preset orders ties), with the judged relevance (0 when
+    # not judged).
     train = spark.read.csv(str(SAMPLE / "interactions.csv"), header=True, schema="userId int, movieId int")
     train = train.selectExpr("userId AS user_id", "movieId AS item_id")
     recs = spark.read.csv(
@@ -69,6 +71,7 @@ def runs(spark, tmp_path_factory):
     rel = spark.read.csv(
         str(SAMPLE / "relevance.csv"), header=True, schema="user_id int, item_id int, relevance double"
     )
+    recs = recs.join(train, on=["user_id", "item_id"], how="left_anti")
     top = recs.selectExpr(
         "user_id", "item_id", "row_number() OVER (PARTITION BY user_id ORDER BY score DESC, item_id) AS pos"
     ).filter(f"pos <= {K}")
