@@ -126,7 +126,7 @@ class WrittenOnce:
             names = [alias_of(a) for a in _summary.accounting_aggregates(self.result.options)]
             sums = {name: int(figures[name]) for name in names}
             sums["recommendations_beyond_k"] = self.result.ranked_rows.rows() - sums.pop("recommendations_listed")
-            return sums
+            return self.result.with_beyond_sums(sums)
         return self.result.row_accounting()
 
     def unpersist(self) -> None:

@@ -61,7 +61,8 @@ PRESETS: Dict[str, Dict[str, Any]] = {
     # Beyond accuracy, SparkDiversityEvaluation (recommenders/evaluation/spark_evaluation.py):
     # catalog_coverage is every distinct recommended item over the training items, an item absent
     # from training adds 0 to novelty (an inner join) but counts in its denominator, novelty() is
-    # weighted by recommendation.
+    # weighted by recommendation. It refuses a list that repeats the user's training items: the
+    # seen items are dropped from the lists (remove_seen, as its recommenders return them).
     "recommenders": {
         "gain": "linear",
         "log_base": math.e,
@@ -70,6 +71,7 @@ PRESETS: Dict[str, Dict[str, Any]] = {
         "coverage_catalog": "recommended_over_interactions",
         "cold_items": "zero",
         "novelty_weighting": "recommendation",
+        "seen_items": "drop",
     },
     # rectools.metrics.NDCG: the Rank column is the position, the ideal is k relevant positions
     # (divide_by_achievable=False), users without interactions are not scored.

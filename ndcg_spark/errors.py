@@ -151,8 +151,9 @@ def as_error(exc: BaseException) -> NdcgError:
     An :class:`NdcgError` is itself; a row that failed one of our checks inside Spark is a
     :class:`RowCheckFailed`; a file Spark refused while computing (:func:`refused_file`) an
     :class:`InputDataError` (``INVALID_INPUT.UNREADABLE_FILE``); the driver's JVM or the Spark
-    Connect server gone a :class:`SparkGone`; anything else an :class:`NdcgError`
-    (``FAILED.EXCEPTION``) naming the exception's type and its first line.
+    Connect server gone a :class:`SparkGone`; any other Spark failure an :class:`NdcgError`
+    (``FAILED.EXCEPTION``) saying "Spark failed: " and Spark's first line (no Java or Py4J class);
+    anything else one naming the exception's type and its first line.
 
     Examples
     --------
@@ -176,8 +177,11 @@ def as_error(exc: BaseException) -> NdcgError:
     if refused:
         return InputDataError(f"invalid input: {refused}", condition=UNREADABLE_FILE, parameters={"reason": refused})
     line = first_line(exc)
+    # A Spark failure (Py4J's or PySpark's exception, a Java one inside) says what failed in
+    # Spark's words; the class names are Spark's plumbing, not news to the reader.
+    spark = type(exc).__module__.split(".")[0] in ("py4j", "pyspark")
     return NdcgError(
-        f"{type(exc).__name__}: {line}",
+        f"Spark failed: {line}" if spark else f"{type(exc).__name__}: {line}",
         condition="FAILED.EXCEPTION",
         parameters={"type": type(exc).__name__, "message": line},
     )

@@ -38,10 +38,21 @@ from ndcg_spark._beyond.columns import unpacked as segments_unpacked
 from ndcg_spark._beyond.exposure import catalog_flags, exposure, exposure_curve, global_figures
 from ndcg_spark._beyond.means import aggregates as beyond_aggregates
 from ndcg_spark._beyond.means import summary as beyond_summary
-from ndcg_spark._beyond.novelty import item_table
+from ndcg_spark._beyond.novelty import item_table, seen_items, without_seen
 from ndcg_spark._beyond.per_user import attach, per_list
 from ndcg_spark._beyond.similarity import history_table
-from ndcg_spark._beyond.tables import TABLES, Tables, asked, computed, interactions_rows, item_type_of, items_rows
+from ndcg_spark._beyond.tables import (
+    TABLES,
+    Tables,
+    asked,
+    computed,
+    counted_tables,
+    interactions_rows,
+    item_type_of,
+    items_rows,
+    named_tables,
+    used_rows,
+)
 from ndcg_spark._beyond.tables import unknown_items as beyond_unknown_items
 from ndcg_spark._charts import BINS
 from ndcg_spark._columns import (
@@ -117,6 +128,10 @@ class EvaluationResult:
     _unknown_items: Optional[DataFrame] = None
     #: The exposure curve at the largest k (with beyond accuracy and interactions).
     _exposure_curve: Optional[DataFrame] = None
+    #: One row: what the metrics used of each beyond-accuracy table read (the row accounting's).
+    _beyond_used: Optional[DataFrame] = None
+    #: Under seen_items = "drop": the recommendations' rows before the seen ones were dropped.
+    _unseen_rows: Optional[RowCount] = None
 
     @property
     def per_user(self) -> DataFrame:
@@ -187,15 +202,35 @@ class EvaluationResult:
         The lists' sums (:func:`ndcg_spark._summary.accounting`), and
         ``recommendations_beyond_k``: the rows that entered the ranking (counted as they passed,
         on the first action that computed the lists, this one if none did) less the rows the
-        lists hold. The job checks that the rows read add up to these and the rows set aside.
+        lists hold; for each beyond-accuracy table read, what its metrics used
+        (:func:`ndcg_spark._beyond.tables.used_rows`; ``baseline_beyond_k``: the baseline's rows
+        read less those its lists hold). The job checks that the rows read add up to these and
+        the rows set aside.
         """
         with input_errors():
             sums = _summary.accounting(self._scored, self.options).first().asDict()
         sums["recommendations_beyond_k"] = self.ranked_rows.rows() - sums.pop("recommendations_listed")
+        return self.with_beyond_sums(sums)
+
+    def with_beyond_sums(self, sums: Dict[str, int]) -> Dict[str, int]:
+        """``sums`` (the lists' accounting) with the beyond-accuracy tables' (one small job when
+        any was read): what the metrics used of each (:func:`ndcg_spark._beyond.tables.used_rows`),
+        ``baseline_beyond_k`` (the baseline's rows read less those its lists hold) and, under
+        ``seen_items = "drop"``, ``recommendations_seen``."""
+        sums = dict(sums)
+        if self._beyond_used is not None:
+            with input_errors():
+                sums.update(self._beyond_used.first().asDict())
+        if self._unseen_rows is not None:
+            sums["recommendations_seen"] = self._unseen_rows.rows() - self.ranked_rows.rows()
+        if "baseline_listed" in sums:
+            sums["baseline_beyond_k"] = self.counts["baseline_recommendations"].rows() - sums["baseline_listed"]
         return sums
 
     def input_rows(self) -> Dict[str, int]:
-        """{"recommendations": rows, "relevance": rows}: the rows the evaluation read of each table.
+        """{"recommendations": rows, "relevance": rows}: the rows the evaluation read of each table
+        (and of each beyond-accuracy table its metrics read: ``interactions``, ``items``,
+        ``baseline_recommendations``).
 
         Counted as the rows passed on the evaluation's own pass (no pass of their own), so read
         them after an action has computed the per-user figures (``per_user``, ``summary``,
@@ -375,7 +410,7 @@ def evaluate_counted(
     rows, recs_read = counted(_inputs.as_rows(recommendations, options))
     rel, rel_read = relevance
     result = evaluate_rows(rows, rel, options, user_attributes, tables)
-    return replace(result, counts={"recommendations": recs_read, "relevance": rel_read})
+    return replace(result, counts={"recommendations": recs_read, "relevance": rel_read, **result.counts})
 
 
 def evaluate_rows(
@@ -391,8 +426,9 @@ def evaluate_rows(
     the rows with :func:`ndcg_spark._inputs.reading_options`.
     """
     opts = _inputs.reading_options(options)
-    tables = tables or Tables()
+    tables, user_attributes = named_tables(tables or Tables(), user_attributes, opts)
     beyond = asked(opts, tables)
+    tables, beyond_read = counted_tables(tables, beyond, opts)
     _inputs.check_segments(recommendations, user_attributes, opts)
     _inputs.check_tables(recommendations, relevance, opts)
     # Read before the row rules: a segment whose every row is set aside is still a segment.
@@ -413,15 +449,25 @@ def evaluate_rows(
     recs, rel = _inputs.narrow(recommendations, relevance, opts, item_type)
     if served is not None:
         recs, rel = with_segment(recs, rel, served)
+    seen = unseen_rows = None
+    if beyond and tables.interactions is not None:
+        # The interactions grouped once, by (user, item): the seen items, popularity, histories, co-occurrence.
+        seen = seen_items(interactions_rows(tables.interactions, recs.schema[ITEM].dataType, opts), opts)
+        if opts.seen_items == "drop":
+            recs, unseen_rows = without_seen(recs, seen, opts)
     ranked_rows = RowCount(recs, Observation())
     lists = recs.transform(_ranking.ranked_lists, opts, ranked_rows)
+    if beyond:
+        # Every consumer (NDCG, the per-user metrics, exposure, the baseline's check) reads the
+        # lists through one exchange, which Spark reuses: the ranking runs once, not once each.
+        lists = lists.repartition(*[F.col(c) for c in (SEGMENT, opts.user_col) if c in lists.columns])
     judged = rel.transform(_judged.judged_lists, opts)
     scored = join_lists(lists, judged, opts).transform(_scoring.score, opts).transform(_summary.with_exclusions, opts)
-    globals_ = unknown = curve = None
+    globals_ = unknown = curve = used = None
     if beyond:
         item_type = recs.schema[ITEM].dataType
-        scored, globals_, unknown, curve = beyond_accuracy(
-            scored, lists, judged, tables, item_type, beyond, user_attributes, relevance, opts
+        scored, globals_, unknown, curve, used = beyond_accuracy(
+            scored, lists, judged, tables, item_type, beyond, user_attributes, relevance, opts, seen
         )
     scored = scored.transform(_inputs.with_user_attributes, user_attributes, opts)
     return EvaluationResult(
@@ -433,14 +479,17 @@ def evaluate_rows(
         _beyond_globals=globals_,
         _unknown_items=unknown,
         _exposure_curve=curve,
+        _beyond_used=used,
+        _unseen_rows=unseen_rows,
+        counts=beyond_read,
     )
 
 
 def _beyond_tables(tables: Tables, names: Tuple[str, ...], opts: EvaluationOptions) -> List[Tuple[str, DataFrame]]:
     """The beyond-accuracy tables the run reads, each as rows, by name: their items join the lists'."""
     read = [("interactions", tables.interactions), ("items", tables.items)]
-    if tables.baseline is not None and "unexpectedness" in names:
-        read.append(("baseline_recommendations", _inputs.as_rows(tables.baseline, replace(opts, group_by=()))))
+    if tables.baseline is not None:  # in the rows layout (counted_tables)
+        read.append(("baseline_recommendations", tables.baseline))
     return [(name, df) for name, df in read if df is not None]
 
 
@@ -454,43 +503,45 @@ def beyond_accuracy(
     user_attributes: Optional[DataFrame],
     relevance: DataFrame,
     opts: EvaluationOptions,
-) -> Tuple[DataFrame, Optional[DataFrame], DataFrame, Optional[DataFrame]]:
+    seen: Optional[DataFrame] = None,
+) -> Tuple[DataFrame, Optional[DataFrame], DataFrame, Optional[DataFrame], Optional[DataFrame]]:
     """The scored rows with the per-user beyond-accuracy metrics (:mod:`ndcg_spark._beyond`), the
-    global figures per segment and k, the count of items the items table lacks, and the exposure
-    curve at the largest k (None without interactions).
+    global figures per segment and k, the count of items the items table lacks, the exposure
+    curve at the largest k (None without interactions) and what the metrics used of each table
+    (:func:`ndcg_spark._beyond.tables.used_rows`). ``seen``: the interactions grouped by (user,
+    item) (:func:`ndcg_spark._beyond.novelty.seen_items`), None without them.
 
     The lists and judged lists are the very frames NDCG reads, so Spark plans their shuffles once.
     """
-    interactions = items = baseline = None
-    if tables.interactions is not None:
-        interactions = interactions_rows(tables.interactions, item_type, opts)
+    items = baseline = None
     if tables.items is not None:
         items = items_rows(tables.items, item_type, opts)
     if tables.baseline is not None and "unexpectedness" in names:
         # The baseline's lists as the recommendations' own: same ordering, tie-break and cut, per user.
         alone = replace(opts, group_by=())
-        base = _inputs.as_rows(tables.baseline, alone)
+        base = tables.baseline  # in the rows layout (counted_tables)
         _inputs.check_schema(base, "recommendations", alone)
         base = _rules.guard_rows(base, "recommendations", alone)
         baseline = _inputs.narrow(base, relevance, alone, item_type)[0].transform(_ranking.ranked_lists, alone)
     per_user = [n for n in names if n in BEYOND_PER_USER]
+    stats, totals, per_item = item_table(seen, items, opts)
     history = None
-    wants_history = {"unseen_share", "serendipity"} | ({"diversity"} if opts.similarity == "cooccurrence" else set())
-    if interactions is not None and wants_history & set(per_user):
-        history = history_table(interactions, items, opts)
+    wants_history = {"unseen_share", "serendipity"}
+    if seen is not None and wants_history & set(per_user):
+        history = history_table(seen, items, opts)
     if per_user:
-        stats, totals = item_table(interactions, items, opts)
-        metrics = per_list(lists, judged, stats, totals, history, baseline, per_user, opts)
+        metrics = per_list(lists, judged, stats, totals, history, baseline, per_user, opts, seen, per_item)
         scored = attach(scored, metrics, history, per_user, opts)
     exposed_lists = _inputs.with_user_attributes(segments_unpacked(lists), user_attributes, opts)
     exposed = exposure(exposed_lists, opts)
     globals_ = curve = None
+    flags = catalog_flags(exposed, per_item, items)
     if any(n in BEYOND_GLOBAL for n in names):
-        flags = catalog_flags(exposed, interactions, items)
         globals_ = global_figures(exposed, flags, names, opts)
-    if interactions is not None:
-        curve = exposure_curve(exposed, catalog_flags(exposed, interactions, items), interactions, opts.largest_k)
-    return scored, globals_, beyond_unknown_items(interactions, items, exposed), curve
+    if per_item is not None:
+        curve = exposure_curve(exposed, flags, per_item, opts.largest_k)
+    used = used_rows(per_item, items, baseline, lists.sparkSession)
+    return scored, globals_, beyond_unknown_items(per_item, items, exposed), curve, used
 
 
 def with_segment(recs: DataFrame, rel: DataFrame, served: DataFrame) -> Tuple[DataFrame, DataFrame]:

@@ -37,6 +37,7 @@ WHOLE_LIST_MEANINGS = ("list_length", "all_judged")
 SIMILARITIES = ("cooccurrence", "features", "category")
 COVERAGE_CATALOGS = ("catalog", "recommended_over_interactions", "interacted_over_interactions")
 COLD_ITEMS = ("once", "zero")
+SEEN_ITEMS = ("keep", "drop")
 NOVELTY_WEIGHTINGS = ("user", "recommendation")
 SHORT_LISTS = ("list_length", "k")
 WITHOUT_LIST = ("null", "scored")
@@ -57,6 +58,14 @@ BEYOND_PER_USER = (
 #: The beyond-accuracy figures of a whole segment and k (summary columns).
 BEYOND_GLOBAL = ("catalog_coverage", "distributional_coverage", "gini_index")
 BEYOND_METRICS = BEYOND_PER_USER + BEYOND_GLOBAL
+#: Per table other than the recommendations and relevance, the options naming its user and item
+#: columns where they differ from ``user_col`` / ``item_col`` (those tables come from other systems).
+TABLE_COLUMNS = {
+    "interactions": {"user_col": "interactions_user_col", "item_col": "interactions_item_col"},
+    "items": {"item_col": "items_item_col"},
+    "baseline_recommendations": {"user_col": "baseline_user_col", "item_col": "baseline_item_col"},
+    "user_attributes": {"user_col": "user_attributes_user_col"},
+}
 
 #: How the whole-list cutoff (``None`` in Python) is written in configs, flags and tables.
 WHOLE_LIST = "all"
@@ -304,10 +313,23 @@ negative_relevance, on_invalid_rows, cap_ideal_at_list_length
         None, "Feature vector column (array of doubles) of the items table (similarity = 'features')."
     )
     max_history: int = _opt(
-        1000,
-        "Most distinct items one user's interactions may hold under similarity = 'cooccurrence' (its pairs grow "
-        "with the square); a longer history stops the run naming the user.",
+        100000,
+        "Most distinct items one user's interactions may hold under similarity = 'cooccurrence' (its history is "
+        "one array, paired with its relevant recommended items); a longer history stops the run naming the user.",
     )
+    seen_items: str = _opt(
+        "keep",
+        "A recommended item the user has in its interactions: 'keep' it, or 'drop' it from the list before the "
+        "ranking (Recommenders' remove_seen: its evaluator refuses a list that repeats the history); dropped rows "
+        "are set aside in the row accounting.",
+        SEEN_ITEMS,
+    )
+    interactions_user_col: Optional[str] = _opt(None, "User column of the interactions (default: user_col).")
+    interactions_item_col: Optional[str] = _opt(None, "Item column of the interactions (default: item_col).")
+    items_item_col: Optional[str] = _opt(None, "Item column of the items table (default: item_col).")
+    baseline_user_col: Optional[str] = _opt(None, "User column of the baseline recommendations (default: user_col).")
+    baseline_item_col: Optional[str] = _opt(None, "Item column of the baseline recommendations (default: item_col).")
+    user_attributes_user_col: Optional[str] = _opt(None, "User column of the user attributes (default: user_col).")
     coverage_catalog: str = _opt(
         "catalog",
         "catalog_coverage: 'catalog' (recommended items of the catalog over the catalog: the items table, else the "
@@ -395,7 +417,11 @@ negative_relevance, on_invalid_rows, cap_ideal_at_list_length
         if not 0.0 < share <= 1.0:
             raise ConfigError(f"head_share must be above 0 and at most 1, got {self.head_share!r}")
         object.__setattr__(self, "head_share", share)
-        for name in ("item_category_col", "item_features_col"):
+        for name in (
+            "item_category_col",
+            "item_features_col",
+            *(o for m in TABLE_COLUMNS.values() for o in m.values()),
+        ):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value):
                 raise ConfigError(f"{name} must be a non-empty column name, got {value!r}")

@@ -133,6 +133,10 @@ def validate(
     {'null_score': 1}
     """
     opts = resolve(options, option_values)
+    named, _ = beyond_tables.named_tables(
+        beyond_tables.Tables(interactions, items, baseline_recommendations), None, opts
+    )
+    interactions, items, baseline_recommendations = named.interactions, named.items, named.baseline
     recommendations = _inputs.as_rows(recommendations, opts)
     if baseline_recommendations is not None:  # the baseline's lists as the recommendations' own
         baseline_recommendations = _inputs.as_rows(baseline_recommendations, replace(opts, group_by=()))

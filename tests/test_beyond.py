@@ -136,7 +136,7 @@ def test_global_figures_by_hand(spark, tables):
     row = result.summary.first()
     assert row.users == 4 and row.novelty_ci_low < row.mean_novelty < row.novelty_ci_high
     # The lists the metrics read are NDCG's own: every input row counted once.
-    assert result.input_rows() == {"recommendations": 6, "relevance": 3}
+    assert result.input_rows() == {"recommendations": 6, "relevance": 3, "interactions": 10, "items": 5}
     # z, an interaction's item, is not in the items table: counted, not dropped in silence.
     assert result.unknown_items() == {"interactions_unknown_items": 1, "recommended_unknown_items": 0}
 
@@ -171,8 +171,12 @@ def test_diversity_and_serendipity_per_similarity(spark, tables, similarity, div
 
 def test_recommenders_switches_cold_items_and_weighting(spark, tables):
     """Recommenders: a cold item adds 0 to novelty (e, user 1) and mean_novelty is per
-    recommendation; coverage is every recommended item over the interactions' 5 items (e too)."""
-    result = run(tables, convention="recommenders", beyond_accuracy=["novelty", "catalog_coverage"])
+    recommendation; coverage is every recommended item over the interactions' 5 items (e too).
+    Its evaluator refuses a list repeating the history: the preset drops user 2's a (seen), which
+    leaves user 2 no list; kept here (seen_items = "keep") to pin the other switches."""
+    dropped = run(tables, convention="recommenders", beyond_accuracy=["novelty"])
+    assert {r.user_id for r in dropped.per_user.collect() if r.novelty is not None} == {1, 4}
+    result = run(tables, convention="recommenders", seen_items="keep", beyond_accuracy=["novelty", "catalog_coverage"])
     novelty_all = (L(5) + L(10) + 0.0) / 3
     assert got(result, ["novelty"]).filter("user_id = 1 AND k IS NULL").first().novelty == pytest.approx(novelty_all)
     row = next(r for r in result.summary.collect() if r.k is None)
@@ -256,8 +260,10 @@ def test_a_bad_items_row_stops_the_run_naming_the_item(spark, tables, rows, mess
 
 
 def test_a_history_past_max_history_stops_the_run_naming_the_user(spark, tables):
-    """Co-occurrence pairs grow with the square of a history: user 6's 3 distinct items pass 2."""
-    result = run(tables, beyond_accuracy=["diversity"], max_history=2)
+    """Serendipity pairs each history with the user's relevant recommended items: user 6's 3
+    distinct items pass 2. Diversity alone reads no history: no bound."""
+    assert run(tables, beyond_accuracy=["diversity"], max_history=2).per_user.count() > 0
+    result = run(tables, beyond_accuracy=["serendipity"], max_history=2)
     with pytest.raises(Exception) as info:
         result.per_user.collect()
     assert str(as_error(info.value)).startswith(
@@ -400,3 +406,36 @@ def test_a_beyond_table_whose_items_are_another_kind_is_refused_naming_it(spark,
     ):
         evaluate(tables["recs"], tables["rel"], k=[2], items=items, item_category_col="category",
                  beyond_accuracy=["category_diversity"])  # fmt: skip
+
+
+def test_each_table_names_its_own_user_and_item_columns(spark, tables):
+    """Every table from another system under its own column names, mapped by its keywords: the
+    per-user rows equal the run under the contract's names, segments from the user attributes
+    included. A column a keyword names that its table lacks stops the run in one line."""
+    attributes = spark.createDataFrame([(1, "x"), (2, "y"), (4, "x")], "user_id int, country string")
+    expected = run(tables, beyond_accuracy=True, group_by=["country"], user_attributes=attributes).per_user
+    own = evaluate(
+        tables["recs"],
+        tables["rel"],
+        k=[2, None],
+        interactions=tables["interactions"].toDF("userId", "movieId"),
+        items=tables["items"].toDF("movieId", "category", "features"),
+        baseline_recommendations=tables["baseline"].toDF("uid", "mid", "score"),
+        user_attributes=attributes.toDF("uid", "country"),
+        item_category_col="category",
+        item_features_col="features",
+        beyond_accuracy=True,
+        group_by=["country"],
+        interactions_user_col="userId",
+        interactions_item_col="movieId",
+        items_item_col="movieId",
+        baseline_user_col="uid",
+        baseline_item_col="mid",
+        user_attributes_user_col="uid",
+    ).per_user
+    assert_approx_df_equality(own, expected, 1e-12, ignore_row_order=True, ignore_nullable=True)
+    with pytest.raises(InputDataError) as info:
+        run(tables, beyond_accuracy=["novelty"], interactions_item_col="movieId")
+    assert str(info.value) == (
+        "interactions table has no column 'movieId', which interactions_item_col names (it has: user_id, item_id)"
+    )

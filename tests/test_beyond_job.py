@@ -188,3 +188,55 @@ def test_compare_command_pairs_the_beyond_accuracy_metrics_as_the_library_does(s
     worse = [*args, *beyond, "--output", str(tmp_path / "o3"), "--fail-if-worse", "novelty@2:0.1"]
     assert run(worse) == EXIT_CONFIG
     assert "fail_if_worse cannot hold novelty: it holds NDCG" in capsys.readouterr().err
+
+
+def test_tables_named_as_their_systems_name_them_are_read_and_accounted(spark, tmp_path, capsys):
+    """Interactions, items and a baseline each with their own user and item columns, mapped by
+    their flags: the run's figures equal a run of the same tables under the contract's names,
+    and each table is in the row accounting (console and summary.json): read = used + set aside,
+    the baseline's third recommendation of user 1 beyond k = 2. A named column the table lacks:
+    one line naming the flag's option, exit 3."""
+    import json
+
+    from ndcg_spark.job.exits import EXIT_INPUT
+
+    (tmp_path / "recs.csv").write_text("user_id,item_id,score\n1,a,2\n1,b,1\n2,c,1\n")
+    (tmp_path / "rel.csv").write_text("user_id,item_id,relevance\n1,a,1\n2,c,1\n")
+    (tmp_path / "inter.csv").write_text("user_id,item_id\n1,a\n2,a\n3,a\n3,b\n3,c\n")
+    (tmp_path / "items.csv").write_text("item_id,category\na,x\nb,y\nc,x\nd,y\n")
+    (tmp_path / "base.csv").write_text("user_id,item_id,score\n1,b,3\n1,d,2\n1,a,1\n2,c,1\n")
+    (tmp_path / "inter_own.csv").write_text("userId,movieId,rating\n1,a,4\n2,a,4\n3,a,4\n3,b,4\n3,c,4\n")
+    (tmp_path / "items_own.csv").write_text("movieId,category\na,x\nb,y\nc,x\nd,y\n")
+    (tmp_path / "base_own.csv").write_text("uid,mid,score\n1,b,3\n1,d,2\n1,a,1\n2,c,1\n")
+    common = ["--recommendations", str(tmp_path / "recs.csv"), "--relevance", str(tmp_path / "rel.csv")]
+    common += ["--format", "csv", "--k", "2", "--beyond-accuracy", "true", "--item-category-col", "category"]
+
+    def tables(suffix):
+        return ["--interactions", str(tmp_path / f"inter{suffix}.csv"), "--items", str(tmp_path / f"items{suffix}.csv")]
+
+    own = [*tables("_own"), "--baseline-recommendations", str(tmp_path / "base_own.csv")]
+    own += ["--interactions-user-col", "userId", "--interactions-item-col", "movieId", "--items-item-col", "movieId"]
+    own += ["--baseline-user-col", "uid", "--baseline-item-col", "mid"]
+    named = [*tables(""), "--baseline-recommendations", str(tmp_path / "base.csv")]
+    assert run([*common, *named, "--output", str(tmp_path / "named")]) == EXIT_OK
+    capsys.readouterr()
+    assert run([*common, *own, "--output", str(tmp_path / "own")]) == EXIT_OK
+    out = capsys.readouterr().out
+    expected = pd.read_parquet(tmp_path / "named" / "summary")
+    assert {"mean_novelty", "mean_diversity", "mean_unexpectedness", "catalog_coverage"} <= set(expected.columns)
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "own" / "summary"), expected)
+    rows = json.loads((tmp_path / "own" / "summary.json").read_text())["rows"]
+    assert rows["interactions"] == {"read": 5, "used": 5, "set_aside": {}}
+    assert rows["items"] == {"read": 4, "used": 4, "set_aside": {}}
+    assert rows["baseline_recommendations"] == {"read": 4, "used": 3, "set_aside": {"beyond the largest k": 1}}
+    assert "interactions: read 5 = used 5" in out.splitlines()
+    assert "baseline_recommendations: read 4 = used 3 + beyond the largest k 1" in out.splitlines()
+    # A named column the table does not have: one line, the input's exit code.
+    wrong = [*common, *tables("_own"), "--interactions-user-col", "user", "--interactions-item-col", "movieId"]
+    wrong += ["--items-item-col", "movieId", "--output", str(tmp_path / "wrong")]
+    assert run(wrong) == EXIT_INPUT
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (
+        "ndcg-spark: error: interactions table has no column 'user', which interactions_user_col names "
+        "(it has: userId, movieId, rating)"
+    )

@@ -148,6 +148,9 @@ def test_another_raise_error_is_a_failure_not_an_input_error(spark, way):
     error = as_error(_failure(way, spark.range(1).selectExpr("raise_error('boom') AS x")))
     assert type(error) is NdcgError and error.condition == "FAILED.EXCEPTION"
     assert "boom" in str(error) and "\n" not in str(error) and "SQLSTATE" not in str(error), str(error)
+    # One plain line: Spark's words, no Python or Java class name of Spark's plumbing.
+    assert str(error).startswith("Spark failed: ") and "Exception" not in str(error), str(error)
+    assert "Py4J" not in str(error) and "org.apache" not in str(error), str(error)
 
 
 def _folder(path: Path, files: dict) -> str:

@@ -2,8 +2,9 @@
 
     python examples/movielens/make_sample.py
 
-Writes recommendations.csv (user_id, item_id, score) and relevance.csv (user_id, item_id,
-relevance = star rating) next to this file. Each user's last 20% of ratings by time are the
+Writes recommendations.csv (user_id, item_id, score), relevance.csv (user_id, item_id,
+relevance = star rating) and interactions.csv (the training ratings, as ratings.csv holds them:
+userId, movieId, rating, timestamp) next to this file. Each user's last 20% of ratings by time are the
 ground truth; ALS (fixed seed, one partition so the result does not depend on the machine)
 learns from the rest. The outputs are committed; this script documents how they were made.
 """
@@ -53,7 +54,7 @@ def main() -> None:
     relevance = test.select(
         F.col("userId").alias("user_id"), F.col("movieId").alias("item_id"), F.col("rating").alias("relevance")
     )
-    for name, df in (("recommendations", recs), ("relevance", relevance)):
+    for name, df in (("recommendations", recs), ("relevance", relevance), ("interactions", train)):
         rows = df.orderBy(*df.columns[:2]).toPandas()
         rows.to_csv(HERE / f"{name}.csv", index=False)
     spark.stop()

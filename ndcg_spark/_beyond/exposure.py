@@ -32,18 +32,17 @@ def exposure(lists: DataFrame, opts: EvaluationOptions) -> DataFrame:
     return rows.groupBy(*[F.col(c) for c in segments], F.col("k"), F.col(ITEM)).agg(F.count(F.lit(1)).alias(COUNT))
 
 
-def catalog_flags(listed: DataFrame, interactions: Optional[DataFrame], items: Optional[DataFrame]) -> DataFrame:
+def catalog_flags(listed: DataFrame, interacted: Optional[DataFrame], items: Optional[DataFrame]) -> DataFrame:
     """Per item that any table names: ``__nb_in_catalog`` (the catalog: the items table, else the
-    items of the interactions and of the lists) and ``__nb_interacted``."""
-    inter = (
-        interactions.select(ITEM).distinct().selectExpr(ITEM, "true AS __nb_interacted")
-        if interactions is not None
-        else None
-    )
+    items of the interactions and of the lists) and ``__nb_interacted``.
+
+    ``interacted``: the interactions' items, one row each (:func:`ndcg_spark._beyond.novelty.item_table`).
+    """
+    inter = interacted.selectExpr(ITEM, "true AS __nb_interacted") if interacted is not None else None
     if items is not None:
         catalog = items.selectExpr(ITEM, "true AS __nb_in_catalog")
     else:
-        parts = [listed.select(ITEM)] + ([interactions.select(ITEM)] if interactions is not None else [])
+        parts = [listed.select(ITEM)] + ([interacted.select(ITEM)] if interacted is not None else [])
         union = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
         catalog = union.distinct().selectExpr(ITEM, "true AS __nb_in_catalog")
     flags = catalog if inter is None else catalog.join(inter, on=ITEM, how="full")
@@ -113,7 +112,7 @@ def global_figures(exposed: DataFrame, flags: DataFrame, names: Sequence[str], o
 CURVE_BINS = 100
 
 
-def exposure_curve(exposed: DataFrame, flags: DataFrame, interactions: DataFrame, k: Optional[int]) -> DataFrame:
+def exposure_curve(exposed: DataFrame, flags: DataFrame, per_item: DataFrame, k: Optional[int]) -> DataFrame:
     """The exposure curve at cutoff ``k``, catalog-wide (every segment's lists together): the
     catalog's items ranked by popularity in the interactions (rows, most first; ties by item
     ascending; a cold item has 0), the ranks cut in at most :data:`CURVE_BINS` equal bins, and
@@ -124,11 +123,11 @@ def exposure_curve(exposed: DataFrame, flags: DataFrame, interactions: DataFrame
     ranking is one window over the catalog's items (one row each, never per user).
 
     ``exposed``: :func:`exposure`; ``flags``: :func:`catalog_flags` (the catalog: the items
-    table, else the items of the interactions and of the lists); ``interactions``: the checked
-    (user, ``ITEM``) rows.
+    table, else the items of the interactions and of the lists); ``per_item``: each interacted
+    item's rows ``__nb_pop`` (:func:`ndcg_spark._beyond.novelty.item_table`).
     """
     at_k = exposed.filter(F.col("k").eqNullSafe(F.lit(k))).groupBy(ITEM).agg(F.sum(COUNT).alias(COUNT))
-    popularity = interactions.groupBy(ITEM).agg(F.count(F.lit(1)).alias("__nb_pop"))
+    popularity = per_item.select(ITEM, "__nb_pop")
     catalog = flags.filter("__nb_in_catalog").select(ITEM).unionByName(at_k.select(ITEM)).distinct()
     ranked = (
         catalog.join(popularity, on=ITEM, how="left")

@@ -22,6 +22,7 @@ from ndcg_spark._beyond.columns import (
     POP,
     SELF_INFO,
     SURPRISAL,
+    TIMES,
     UNIT,
     USERS,
     array_sum,
@@ -29,29 +30,45 @@ from ndcg_spark._beyond.columns import (
 )
 from ndcg_spark._beyond.similarity import unit
 from ndcg_spark._columns import ITEM
+from ndcg_spark._counts import RowCount, counted
 from ndcg_spark._sql import ident
 from ndcg_spark.options import EvaluationOptions
 
 
+def seen_items(interactions: DataFrame, opts: EvaluationOptions) -> DataFrame:
+    """The interactions grouped once: per distinct (user, ``ITEM``), its rows ``TIMES``. Popularity,
+    the histories and co-occurrence all read these rows (one shuffle of the interactions)."""
+    user = ident(opts.user_col)
+    return interactions.groupBy(F.col(user), F.col(ITEM)).agg(F.count(F.lit(1)).alias(TIMES))
+
+
+def without_seen(recs: DataFrame, seen: DataFrame, opts: EvaluationOptions) -> Tuple[DataFrame, RowCount]:
+    """The recommendations' rows (user, ``ITEM``, ...) less those whose item the user has in
+    ``seen`` (:func:`seen_items`), and the rows before (counted as they pass): ``seen_items =
+    "drop"``, the row accounting's rows set aside as seen."""
+    before, count = counted(recs)
+    kept = before.join(seen.select(F.col(ident(opts.user_col)), F.col(ITEM)), on=[opts.user_col, ITEM], how="left_anti")
+    return kept, count
+
+
 def item_table(
-    interactions: Optional[DataFrame], items: Optional[DataFrame], opts: EvaluationOptions
-) -> Tuple[Optional[DataFrame], Optional[DataFrame]]:
+    seen: Optional[DataFrame], items: Optional[DataFrame], opts: EvaluationOptions
+) -> Tuple[Optional[DataFrame], Optional[DataFrame], Optional[DataFrame]]:
     """Per item: ``POP`` (interaction rows), ``USERS`` (distinct users), ``SELF_INFO`` (-log2 of its
     share of the rows), ``SURPRISAL`` (RePlay's: log2(users / its users) / log2(users)), ``HEAD``, and
-    the items table's ``CATEGORY`` and ``UNIT`` (the normalised features); and one row of totals
-    (``__nb_rows``, ``__nb_all_users``: the cold items' values read them).
+    the items table's ``CATEGORY`` and ``UNIT`` (the normalised features); one row of totals
+    (``__nb_rows``, ``__nb_all_users``: the cold items' values read them); and the interacted
+    items alone (``ITEM``, ``POP``, ``USERS``).
 
-    The head: the fewest most popular items whose rows reach ``head_share`` of all, the items tied
-    with the last of them included: every item at least as popular as that last one.
+    ``seen``: :func:`seen_items`. The head: the fewest most popular items whose rows reach
+    ``head_share`` of all, the items tied with the last of them included: every item at least as
+    popular as that last one.
     """
-    stats = totals = None
-    if interactions is not None:
-        per_item = interactions.groupBy(ITEM).agg(
-            F.count(F.lit(1)).alias(POP), F.countDistinct(F.col(ident(opts.user_col))).alias(USERS)
-        )
-        totals = interactions.agg(
-            F.count(F.lit(1)).cast("double").alias("__nb_rows"),
-            F.countDistinct(F.col(ident(opts.user_col))).cast("double").alias("__nb_all_users"),
+    stats = totals = per_item = None
+    if seen is not None:
+        per_item = seen.groupBy(ITEM).agg(F.sum(TIMES).alias(POP), F.count(F.lit(1)).alias(USERS))
+        totals = per_item.agg(F.sum(POP).cast("double").alias("__nb_rows")).crossJoin(
+            seen.agg(F.countDistinct(F.col(ident(opts.user_col))).cast("double").alias("__nb_all_users"))
         )
         # The head's threshold from the distinct popularity values (a handful), largest first.
         by_value = per_item.groupBy(POP).agg((F.col(POP) * F.count(F.lit(1))).alias("__nb_mass"))
@@ -80,7 +97,7 @@ def item_table(
             stats = catalog
         else:
             stats = stats.join(catalog, on=ITEM, how="full")
-    return stats, totals
+    return stats, totals, per_item
 
 
 def metrics_at(top: str, k: Optional[int], names: Sequence[str], opts: EvaluationOptions) -> Dict[str, str]:

@@ -53,12 +53,16 @@ def per_list(
     baseline: Optional[DataFrame],
     names: Sequence[str],
     opts: EvaluationOptions,
+    seen: Optional[DataFrame] = None,
+    per_item: Optional[DataFrame] = None,
 ) -> DataFrame:
     """One row per (list, k): the list's keys (``SEGMENT`` packed, or the segment columns), ``k``
     and each per-user metric of ``names``.
 
     ``lists``: the ranked lists (keys, ``ITEMS``); ``judged``: the judged lists on the same keys;
-    ``history``: :func:`history_table`; ``baseline``: the baseline's ranked lists on the user.
+    ``history``: :func:`history_table`; ``baseline``: the baseline's ranked lists on the user;
+    ``seen`` and ``per_item``: the interactions' distinct (user, item) and each item's users, for
+    co-occurrence (:func:`ndcg_spark._beyond.similarity.cooccurrence`).
     """
     names = [n for n in names if n in BEYOND_PER_USER]
     keys = list_keys(lists.columns, opts)  # quoted, for SQL text
@@ -111,8 +115,8 @@ def per_list(
     if baseline is not None:
         rows = rows.join(baseline.selectExpr(user, f"{ITEMS} AS {BASELINE}"), on=opts.user_col, how="left")
     if opts.similarity == "cooccurrence" and {"diversity", "serendipity"} & set(names):
-        sims = similarity.cooccurrence(history, opts)
-        rows = rows.join(similarity.cooccurrence_sums(rows, sims, keys, names, opts), on=raw, how="left")
+        sums = similarity.cooccurrence_sums(rows, seen, per_item, keys, names, opts)
+        rows = rows.join(sums, on=raw, how="left")
     per_k = [
         f"named_struct('k', {cutoff_sql(k)}, "
         + ", ".join(

@@ -6,8 +6,9 @@ the per-user metrics over them: ``category_diversity``, ``diversity`` and ``sere
 Similarity is computed only where a metric reads it: a category or feature cosine from the
 list's own arrays (the sum of the normalised vectors gives every pair's cosine at once), a
 co-occurrence cosine for the item pairs some list or some user's history pairs with a
-recommended item, from the pairs of items within each user's history (at most
-``max_history`` distinct items per user: a longer history stops the run, naming the user).
+recommended item only (never every pair of every history: those grow with the squares of the
+histories), counted over the users of the pair's less popular item. A history is one array of
+one row: at most ``max_history`` distinct items per user (a longer one stops the run, naming the user).
 """
 
 from __future__ import annotations
@@ -47,15 +48,17 @@ def unit(features: str) -> str:
     return f"(CASE WHEN {norm} > 0.0D THEN transform({features}, x -> x / {norm}) END)"
 
 
-def history_table(interactions: DataFrame, items: Optional[DataFrame], opts: EvaluationOptions) -> DataFrame:
+def history_table(seen: DataFrame, items: Optional[DataFrame], opts: EvaluationOptions) -> DataFrame:
     """Per user: the distinct items of its interactions (``HISTORY``), their number, and what the
     similarity reads of them: their categories, or the sum of their normalised feature vectors.
 
+    ``seen``: the distinct (user, ``ITEM``) of the interactions (:func:`ndcg_spark._beyond.novelty.seen_items`).
     Under ``similarity = "cooccurrence"`` a user with more than ``max_history`` distinct items
-    stops the run, naming the user: its pairs grow with the square of its history.
+    stops the run, naming the user: its history is one array of one row, paired with the user's
+    relevant recommended items.
     """
     user = ident(opts.user_col)
-    distinct = interactions.select(user, ITEM).distinct()
+    distinct = seen.select(user, ITEM)
     if opts.similarity in ("features", "category") and items is not None:
         distinct = distinct.join(items.selectExpr(ITEM, CATEGORY, f"{unit(FEATURES)} AS {UNIT}"), on=ITEM, how="left")
     else:
@@ -74,33 +77,48 @@ def history_table(interactions: DataFrame, items: Optional[DataFrame], opts: Eva
     out = grouped.selectExpr(
         user, HISTORY, f"size({HISTORY}) AS {HISTORY_SIZE}", HISTORY_CATS, f"{summed} AS {HISTORY_VECTOR}"
     )
-    if opts.similarity == "cooccurrence":
-        message = (
-            f"concat({string_literal(f'interactions: {opts.user_col}=')}, CAST({user} AS STRING), ' has ', "
-            f"CAST({HISTORY_SIZE} AS STRING), {string_literal(f' distinct items, more than max_history = {opts.max_history} (co-occurrence pairs grow with its square); raise max_history or trim the history')})"
-        )
-        out = out.filter(input_check(f"{HISTORY_SIZE} > {int(opts.max_history)}", message))
-    return out
+    message = (
+        f"concat({string_literal(f'interactions: {opts.user_col}=')}, CAST({user} AS STRING), ' has ', "
+        f"CAST({HISTORY_SIZE} AS STRING), {string_literal(f' distinct items, more than max_history = {opts.max_history}; raise max_history or trim the history')})"
+    )
+    if opts.similarity != "cooccurrence":
+        return out
+    return out.filter(input_check(f"{HISTORY_SIZE} > {int(opts.max_history)}", message))
 
 
-def cooccurrence(history: DataFrame, opts: EvaluationOptions) -> DataFrame:
-    """Cosine of two items' user sets, ``SIM`` = |U_a ∩ U_b| / sqrt(|U_a| |U_b|), for every pair
-    (``LO`` < ``HI``) that some user's history holds together (any other pair is 0).
+def cooccurrence(needed: DataFrame, seen: DataFrame, per_item: DataFrame, opts: EvaluationOptions) -> DataFrame:
+    """Cosine of two items' user sets, ``SIM`` = |U_a ∩ U_b| / sqrt(|U_a| |U_b|), for each pair of
+    ``needed`` (``LO`` < ``HI``) that some user's history holds together (any other pair is 0).
 
-    From the histories already checked against ``max_history``: at most max_history² / 2 pairs a user.
+    Only the pairs a metric reads, never every pair of every history (those grow with the square
+    of the histories): each needed pair meets the users of its less popular item (``seen``: the
+    distinct (user, ``ITEM``) of the interactions), and those users' other item is looked up among
+    the same rows. The rows are min(|U_a|, |U_b|) per needed pair. ``per_item``: ``ITEM`` and its
+    users ``USERS`` (a row per item: joined as Spark sees fit); the two sides that grow with the
+    pairs are shuffled, never broadcast, whatever Spark estimates their size to be.
     """
     user = ident(opts.user_col)
-    pairs = history.selectExpr(
-        user,
-        f"explode(flatten(transform({HISTORY}, a -> transform(filter({HISTORY}, b -> b > a), b -> named_struct('lo', a, 'hi', b))))) AS __nb_pair",
+    counts = per_item.select(ITEM, USERS)
+    sized = (
+        needed.join(counts.selectExpr(f"{ITEM} AS {LO}", f"{USERS} AS __nb_lo_users"), on=LO)
+        .join(counts.selectExpr(f"{ITEM} AS {HI}", f"{USERS} AS __nb_hi_users"), on=HI)
+        .selectExpr(
+            LO,
+            HI,
+            "__nb_lo_users",
+            "__nb_hi_users",
+            f"CASE WHEN __nb_lo_users <= __nb_hi_users THEN {LO} ELSE {HI} END AS {ITEM}",
+            f"CASE WHEN __nb_lo_users <= __nb_hi_users THEN {HI} ELSE {LO} END AS __nb_other",
+        )
     )
-    counts = pairs.groupBy(F.col("__nb_pair.lo").alias(LO), F.col("__nb_pair.hi").alias(HI)).agg(
-        F.count(F.lit(1)).alias("__nb_both")
-    )
-    users = history.selectExpr(f"explode({HISTORY}) AS {ITEM}").groupBy(ITEM).agg(F.count(F.lit(1)).alias(USERS))
+    # The sizes ride along as grouping keys: the needed pairs are read once.
     return (
-        counts.join(users.selectExpr(f"{ITEM} AS {LO}", f"{USERS} AS __nb_lo_users"), on=LO)
-        .join(users.selectExpr(f"{ITEM} AS {HI}", f"{USERS} AS __nb_hi_users"), on=HI)
+        sized.hint("merge")
+        .join(seen.select(user, ITEM).hint("merge"), on=ITEM)
+        .selectExpr(LO, HI, "__nb_lo_users", "__nb_hi_users", user, f"__nb_other AS {ITEM}")
+        .join(seen.select(user, ITEM).hint("merge"), on=[opts.user_col, ITEM])
+        .groupBy(LO, HI, "__nb_lo_users", "__nb_hi_users")
+        .agg(F.count(F.lit(1)).alias("__nb_both"))
         .selectExpr(LO, HI, f"__nb_both / sqrt(CAST(__nb_lo_users AS DOUBLE) * __nb_hi_users) AS {SIM}")
     )
 
@@ -116,7 +134,12 @@ def _cut_sums(position: str, value: str, opts: EvaluationOptions) -> List[str]:
 
 
 def cooccurrence_sums(
-    rows: DataFrame, sims: DataFrame, keys: List[str], names: Sequence[str], opts: EvaluationOptions
+    rows: DataFrame,
+    seen: DataFrame,
+    per_item: DataFrame,
+    keys: List[str],
+    names: Sequence[str],
+    opts: EvaluationOptions,
 ) -> DataFrame:
     """Per list, the sums over co-occurrence cosines within each cutoff: ``PAIR_SUMS`` (diversity:
     the cosines of the list's item pairs) and ``SEREN_SUMS`` (serendipity: Σ relevance × cosine(item,
@@ -163,7 +186,9 @@ def cooccurrence_sums(
         f"__nb_pair.hi AS {HI}",
         "__nb_pair.same AS __nb_same",
     )
-    joined = pairs.join(sims, on=[LO, HI], how="left")
+    needed = pairs.filter("NOT __nb_same").select(LO, HI).distinct()
+    sims = cooccurrence(needed, seen, per_item, opts)
+    joined = pairs.hint("merge").join(sims.hint("merge"), on=[LO, HI], how="left")
     value = f"(__nb_w * CASE WHEN __nb_same THEN 1.0D ELSE coalesce({SIM}, 0.0D) END)"
     sums = []
     for kind, name in ((0, PAIR_SUMS), (1, SEREN_SUMS)):

@@ -9,19 +9,20 @@ what the items table lacks (counted, never dropped silently).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Collection, List, Optional, Sequence, Tuple
+from typing import Collection, Dict, List, Optional, Sequence, Tuple
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ndcg_spark._beyond.columns import CATEGORY, FEATURES
-from ndcg_spark._columns import ITEM
-from ndcg_spark._inputs import INTEGRAL_TYPES, common_item_type
+from ndcg_spark._beyond.columns import CATEGORY, FEATURES, POP
+from ndcg_spark._columns import ITEM, ITEMS
+from ndcg_spark._counts import RowCount, counted
+from ndcg_spark._inputs import INTEGRAL_TYPES, as_rows, common_item_type
 from ndcg_spark._rules import RowRule, key_text, recommendation_rules
 from ndcg_spark._sql import ident, string_literal
 from ndcg_spark.errors import COLUMN_TYPE, MISSING_COLUMN, TYPES_DIFFER, ConfigError, InputDataError, input_check
-from ndcg_spark.options import BEYOND_METRICS, EvaluationOptions
+from ndcg_spark.options import BEYOND_METRICS, TABLE_COLUMNS, EvaluationOptions
 
 TABLES = ("interactions", "items", "baseline_recommendations")
 
@@ -109,6 +110,114 @@ def asked(opts: EvaluationOptions, tables: Tables) -> Tuple[str, ...]:
 
 
 # ----------------------------------------------------------------------------- the tables
+
+
+def named(df: Optional[DataFrame], table: str, opts: EvaluationOptions) -> Optional[DataFrame]:
+    """``table`` (of :data:`~ndcg_spark.options.TABLE_COLUMNS`) with its user and item columns
+    under the names of ``user_col`` / ``item_col``: where its own options (``interactions_user_col``,
+    ...) name other columns, those are renamed (a column already holding the target name gives
+    way to them). An 'array' baseline's item is a field of its array, renamed there.
+
+    Raises
+    ------
+    InputDataError
+        A column its option names that the table does not have (one line naming the option).
+    """
+    if df is None:
+        return None
+    renames = {}
+    for target, option in TABLE_COLUMNS[table].items():
+        source = getattr(opts, option)
+        if source is None or source == getattr(opts, target):
+            continue
+        renames[source] = (getattr(opts, target), option)
+    array = table == "baseline_recommendations" and opts.recommendations_layout == "array"
+    fields = set(df.columns)
+    if array and opts.array_col in fields and isinstance(df.schema[opts.array_col].dataType, T.ArrayType):
+        element = df.schema[opts.array_col].dataType.elementType
+        if isinstance(element, T.StructType):
+            fields |= set(element.fieldNames())
+    for source, (_, option) in renames.items():
+        if source not in fields:
+            raise InputDataError(
+                f"{table.replace('_', ' ')} table has no column {source!r}, which {option} names "
+                f"(it has: {', '.join(df.columns) or 'no columns'})",
+                condition=MISSING_COLUMN,
+                parameters={"table": table, "column": source},
+            )
+    if not renames:
+        return df
+    targets = {target for target, _ in renames.values()}
+    columns = []
+    for c in df.columns:
+        if c in renames:
+            columns.append(f"{ident(c)} AS {ident(renames[c][0])}")
+        elif c == opts.array_col and array and opts.item_col in targets:
+            element = df.schema[c].dataType.elementType
+            parts = ", ".join(
+                f"{string_literal(renames[f][0] if f in renames else f)}, x.{ident(f)}"
+                for f in element.fieldNames()
+                if f in renames or f not in targets
+            )
+            columns.append(f"transform({ident(c)}, x -> named_struct({parts})) AS {ident(c)}")
+        elif c not in targets:
+            columns.append(ident(c))
+    return df.selectExpr(*columns)
+
+
+def named_tables(
+    tables: Tables, user_attributes: Optional[DataFrame], opts: EvaluationOptions
+) -> Tuple[Tables, Optional[DataFrame]]:
+    """``tables`` and the user attributes, each :func:`named`."""
+    return (
+        Tables(
+            named(tables.interactions, "interactions", opts),
+            named(tables.items, "items", opts),
+            named(tables.baseline, "baseline_recommendations", opts),
+        ),
+        named(user_attributes, "user_attributes", opts),
+    )
+
+
+def counted_tables(tables: Tables, names: Sequence[str], opts: EvaluationOptions) -> Tuple[Tables, Dict[str, RowCount]]:
+    """The tables the metrics ``names`` read, each with its rows counted as they pass
+    (:func:`ndcg_spark._counts.counted`), by name of :data:`TABLES`; a table no metric reads is
+    left out of both. The baseline in the rows layout (:func:`ndcg_spark._inputs.as_rows`): an
+    'array' baseline counts one row per recommended item, as the recommendations do."""
+    read: Dict[str, RowCount] = {}
+    interactions = items = baseline = None
+    if names and tables.interactions is not None:
+        interactions, read["interactions"] = counted(tables.interactions)
+    if names and tables.items is not None:
+        items, read["items"] = counted(tables.items)
+    if tables.baseline is not None and "unexpectedness" in names:
+        baseline, read["baseline_recommendations"] = counted(as_rows(tables.baseline, replace(opts, group_by=())))
+    return Tables(interactions, items, baseline), read
+
+
+def used_rows(
+    per_item: Optional[DataFrame], items: Optional[DataFrame], baseline_lists: Optional[DataFrame], spark
+) -> Optional[DataFrame]:
+    """One row of what the evaluation used of each beyond-accuracy table it read, for the row
+    accounting: ``interactions_used`` (the rows behind the items' popularity), ``items_used``
+    (the catalog's items) and ``baseline_listed`` (the baseline's recommendations within the
+    largest k; the rest of its ranked rows lie beyond it). Each from the rows the metrics read,
+    so a row lost on the way shows. None when no table was read."""
+    parts = [spark.range(1).selectExpr("0L AS __nb_unit")]
+    if per_item is not None:
+        parts.append(per_item.agg(F.coalesce(F.sum(POP), F.lit(0)).cast("long").alias("interactions_used")))
+    if items is not None:
+        parts.append(items.agg(F.count(F.lit(1)).alias("items_used")))
+    if baseline_lists is not None:
+        parts.append(
+            baseline_lists.agg(F.coalesce(F.sum(F.size(ITEMS)), F.lit(0)).cast("long").alias("baseline_listed"))
+        )
+    if len(parts) == 1:
+        return None
+    out = parts[0]
+    for part in parts[1:]:
+        out = out.crossJoin(part)
+    return out.drop("__nb_unit")
 
 
 def _check_columns(df: DataFrame, table: str, needed: Sequence[Tuple[str, str]]) -> None:
@@ -234,9 +343,12 @@ def items_rows(df: DataFrame, item_type: T.DataType, opts: EvaluationOptions) ->
     return once.select(ITEM, CATEGORY, FEATURES)
 
 
-def unknown_items(interactions: Optional[DataFrame], items: Optional[DataFrame], listed: DataFrame) -> DataFrame:
+def unknown_items(per_item: Optional[DataFrame], items: Optional[DataFrame], listed: DataFrame) -> DataFrame:
     """One row: ``interactions_unknown_items`` (interaction rows whose item the items table lacks)
-    and ``recommended_unknown_items`` (distinct listed items it lacks); 0 without an items table."""
+    and ``recommended_unknown_items`` (distinct listed items it lacks); 0 without an items table.
+
+    ``per_item``: each interacted item's rows ``POP`` (:func:`ndcg_spark._beyond.novelty.item_table`).
+    """
     spark = listed.sparkSession
     if items is None:
         return spark.range(1).selectExpr("0L AS interactions_unknown_items", "0L AS recommended_unknown_items")
@@ -247,11 +359,11 @@ def unknown_items(interactions: Optional[DataFrame], items: Optional[DataFrame],
         .join(known, on=ITEM, how="left_anti")
         .agg(F.count(F.lit(1)).alias("recommended_unknown_items"))
     )
-    if interactions is None:
+    if per_item is None:
         inter_unknown = spark.range(1).selectExpr("0L AS interactions_unknown_items")
     else:
-        inter_unknown = interactions.join(known, on=ITEM, how="left_anti").agg(
-            F.count(F.lit(1)).alias("interactions_unknown_items")
+        inter_unknown = per_item.join(known, on=ITEM, how="left_anti").agg(
+            F.coalesce(F.sum(POP), F.lit(0)).cast("long").alias("interactions_unknown_items")
         )
     return inter_unknown.crossJoin(listed_unknown)
 

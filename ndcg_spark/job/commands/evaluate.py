@@ -103,7 +103,7 @@ def _evaluate(spark, config: EvaluateConfig, stage: Stage, runs: Runs) -> RunRes
         explain_input_errors(write_per_user, [recs], rel, opts)
         read = evaluation.input_rows()
         for table, n in read.items():
-            if n == 0:
+            if n == 0 and table in ("recommendations", "relevance"):  # a beyond-accuracy table may be empty
                 raise InputDataError(f"{table} table is empty", condition=EMPTY_TABLE, parameters={"table": table})
         # The summary is a handful of rows (one file, in order): aggregated once as it is written,
         # and the figures reported are the rows that write observed.

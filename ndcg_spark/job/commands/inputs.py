@@ -73,6 +73,11 @@ def account_rows(read: Dict[str, int], rejected: Dict[str, Dict[str, int]], sums
             "used": sums["recommendations_used"],
             "set_aside": {
                 **{f"invalid: {k}": v for k, v in sorted(rejected["recommendations"].items())},
+                **(
+                    {"seen in the user's interactions": sums["recommendations_seen"]}
+                    if "recommendations_seen" in sums
+                    else {}
+                ),
                 "beyond the largest k": sums["recommendations_beyond_k"],
                 "repeated item (slot kept, no gain)": sums["recommendations_repeated"],
                 "users excluded by a policy": sums["recommendations_excluded"],
@@ -88,6 +93,19 @@ def account_rows(read: Dict[str, int], rejected: Dict[str, Dict[str, int]], sums
             },
         },
     }
+    # The beyond-accuracy tables a run read (ndcg_spark._beyond.tables.counted_tables): every row
+    # of the interactions and the items is used (a bad row stops the run); the baseline's beyond
+    # its largest k are set aside as the recommendations' are.
+    if "interactions" in read:
+        tables["interactions"] = {"read": read["interactions"], "used": sums["interactions_used"], "set_aside": {}}
+    if "items" in read:
+        tables["items"] = {"read": read["items"], "used": sums["items_used"], "set_aside": {}}
+    if "baseline_recommendations" in read:
+        tables["baseline_recommendations"] = {
+            "read": read["baseline_recommendations"],
+            "used": sums["baseline_listed"],
+            "set_aside": {"beyond the largest k": sums["baseline_beyond_k"]},
+        }
     for table, t in tables.items():
         if t["read"] != t["used"] + sum(t["set_aside"].values()):
             raise NdcgError(
