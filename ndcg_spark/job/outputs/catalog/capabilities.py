@@ -78,6 +78,30 @@ class TableName:
         parts = written.split(".")
         return cls(written, parts[0] if len(parts) == 3 else None, parts[-2] if len(parts) > 1 else None)
 
+    def resolved(self, spark) -> TableName:
+        """The name with the catalog and schema Spark resolves it in now filled in (the session's
+        current ones), as written otherwise: every statement then names the family's own catalog,
+        whatever catalog or schema is current when it runs.
+
+        Examples
+        --------
+        >>> TableName.parse("lake.ev.ndcg").resolved(None).qualified
+        'lake.ev.ndcg'
+        """
+        if self.catalog is not None:
+            return self
+        schema = self.schema if self.schema is not None else spark.catalog.currentDatabase()
+        return TableName(self.written, spark.catalog.currentCatalog(), schema)
+
+    @property
+    def table(self) -> str:
+        return self.written.split(".")[-1]
+
+    @property
+    def qualified(self) -> str:
+        """``catalog.schema.table`` (of a resolved name)."""
+        return ".".join(p for p in (self.catalog, self.schema, self.table) if p is not None)
+
     @property
     def namespace(self) -> Optional[str]:
         """``catalog.schema`` or ``schema``, as ``spark.catalog.getDatabase`` takes it."""
