@@ -21,7 +21,8 @@ and on Spark 4.1.4 with Iceberg 1.12.0 and Delta 4.2.0 (docs/job.md's table sect
 * ``CREATE VIEW``: the session catalog (Hive) over either format; Iceberg's hadoop catalog
   refuses (``UnsupportedOperationException: Creating a view is not supported by catalog: lake``,
   with no error condition), and ``SHOW VIEWS`` there answers an empty list, so only creating one
-  tells;
+  tells; Iceberg's JDBC catalog (``jdbc.schema-version = V1``) holds views, which
+  ``spark.catalog.tableExists`` answers False for and ``SHOW VIEWS`` lists;
 * a first part that is no catalog (``nocat.ev.t``) is read as a namespace of the session catalog
   (``REQUIRES_SINGLE_PART_NAMESPACE``; writing it, ``_LEGACY_ERROR_TEMP_1310``);
 * appending to an existing Iceberg or Delta table with another format named fails
