@@ -26,8 +26,9 @@ def shown(spark, view: str) -> bool:
     (Iceberg's JDBC catalog's) in ``SHOW VIEWS`` only."""
     if spark.catalog.tableExists(view):
         return True
-    namespace, name = view.rsplit(".", 1)
-    return any(r.viewName == name for r in spark.sql(f"SHOW VIEWS IN {namespace}").collect() if not r.isTemporary)
+    namespace, _, name = view.rpartition(".")
+    rows = spark.sql(f"SHOW VIEWS IN {namespace}" if namespace else "SHOW VIEWS").collect()
+    return any(r.viewName == name for r in rows if not r.isTemporary)
 
 
 def seen(spark, family: str) -> Dict[str, Any]:
@@ -69,7 +70,8 @@ def main(argv: Sequence[str]) -> int:
     spark = builder.config(map=dict(settings(job))).getOrCreate()
     family = job[job.index("--output-table") + 1]
     # The family's schema, as its team creates it before the first night (the job creates none).
-    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {family.rsplit('.', 1)[0]}")
+    if "." in family:
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {family.rsplit('.', 1)[0]}")
     record = {"before": seen(spark, family)}
     with open(seen_path, "w") as fh:
         json.dump(record, fh)
