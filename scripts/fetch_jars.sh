@@ -8,12 +8,14 @@
 #
 # A jar already in .jars/ is not fetched again, so a second run needs no network. Each jar comes
 # straight from Maven Central's repository layout and is checked against the SHA-1 published
-# beside it: no Maven run, so a clean checkout fetches six files, not Maven's plugins first.
+# beside it: no Maven run, so a clean checkout fetches eight files, not Maven's plugins first.
 #
 # Each jar is copied alone (no transitive resolution): Spark already ships what the runtimes
 # need (Scala, antlr4-runtime, Jackson, Hadoop, Parquet), and a second copy of any of those on
 # the classpath breaks Spark in ways that are hard to trace. Delta's only dependency Spark lacks
-# is delta-storage; Iceberg's spark-runtime jar is shaded and self-contained.
+# is delta-storage; Iceberg's spark-runtime jar is shaded and self-contained. SQLite's JDBC driver
+# (its native library inside) holds the tests' Iceberg JDBC catalog: its one dependency, SLF4J's
+# API, Spark ships.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,12 +36,14 @@ SPARK35=(
   org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2
   io.delta:delta-spark_2.12:3.3.3
   io.delta:delta-storage:3.3.3
+  org.xerial:sqlite-jdbc:3.51.3.0
 )
 # Spark 4.1 (Scala 2.13): Iceberg 1.12 (the first runtime for 4.1), Delta 4.2 (built on Spark 4.1).
 SPARK41=(
   org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.12.0
   io.delta:delta-spark_2.13:4.2.0
   io.delta:delta-storage:4.2.0
+  org.xerial:sqlite-jdbc:3.51.3.0
 )
 
 CENTRAL=${MAVEN_CENTRAL:-https://repo1.maven.org/maven2}

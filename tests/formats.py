@@ -5,7 +5,8 @@ The official jars come from Maven Central through ``scripts/fetch_jars.sh`` into
 A session holds one session catalog, so Iceberg's and Delta's are two setups:
 
 * ``iceberg``: Iceberg's ``SparkSessionCatalog`` over a Hive metastore (embedded Derby), the
-  family ``ev.ndcg``; and Iceberg's hadoop catalog under its own name, ``lake`` (``lake.ev.ndcg``);
+  family ``ev.ndcg``; Iceberg's JDBC catalog on SQLite under its own name, ``lake``
+  (``lake.ev.ndcg``), which holds views; and Iceberg's hadoop catalog, ``hadoop``, which holds none;
 * ``delta``: Delta's ``DeltaCatalog`` as the session catalog over a Hive metastore (Derby),
   the family ``ev.ndcg``.
 
@@ -47,7 +48,7 @@ def missing() -> Optional[str]:
     """Why the format tests cannot run here, or None."""
     if line() is None:
         return f"no Iceberg and Delta runtimes are fetched for PySpark {pyspark.__version__} (3.5 and 4.1 are)"
-    if len(jars()) < 3:
+    if len(jars()) < 4:
         return f"the format jars are not in .jars/{line()}/: run scripts/fetch_jars.sh {line()}"
     return None
 
@@ -78,9 +79,16 @@ def settings(setup: str, base: Path) -> Dict[str, str]:
             "spark.sql.catalog.spark_catalog.type": "hive",
             # Derby has none of the metastore's lock tables.
             "spark.hadoop.iceberg.engine.hive.lock-enabled": "false",
+            # A platform team's own catalog: Iceberg's JDBC catalog, its tables and views listed
+            # in SQLite (the schema version that holds views).
             "spark.sql.catalog.lake": "org.apache.iceberg.spark.SparkCatalog",
-            "spark.sql.catalog.lake.type": "hadoop",
+            "spark.sql.catalog.lake.type": "jdbc",
+            "spark.sql.catalog.lake.uri": f"jdbc:sqlite:{base / 'lake.db'}",
+            "spark.sql.catalog.lake.jdbc.schema-version": "V1",
             "spark.sql.catalog.lake.warehouse": str(base / "lake"),
+            "spark.sql.catalog.hadoop": "org.apache.iceberg.spark.SparkCatalog",
+            "spark.sql.catalog.hadoop.type": "hadoop",
+            "spark.sql.catalog.hadoop.warehouse": str(base / "hadoop"),
         }
     if setup == "delta":
         return {

@@ -21,12 +21,22 @@ from ndcg_spark.job.outputs import contract
 from tests.faults import pausing_at
 
 
+def shown(spark, view: str) -> bool:
+    """Whether a reader finds ``view``: the session catalog's views as tables, a catalog plugin's
+    (Iceberg's JDBC catalog's) in ``SHOW VIEWS`` only."""
+    if spark.catalog.tableExists(view):
+        return True
+    namespace, _, name = view.rpartition(".")
+    rows = spark.sql(f"SHOW VIEWS IN {namespace}" if namespace else "SHOW VIEWS").collect()
+    return any(r.viewName == name for r in rows if not r.isTemporary)
+
+
 def seen(spark, family: str) -> Dict[str, Any]:
     """What a reader of ``family`` sees through its views, and what its storage tables hold."""
     found: Dict[str, Any] = {}
     for member in ("summary", "per_user", "runs"):
         view = f"{family}_{member}"
-        if spark.catalog.tableExists(view):
+        if shown(spark, view):
             rows = spark.table(view).groupBy("run_date", "run_id").count().collect()
             found[member] = sorted([r["run_date"], r["run_id"], r["count"]] for r in rows)
         if spark.catalog.tableExists(f"{view}_data"):
@@ -34,7 +44,7 @@ def seen(spark, family: str) -> Dict[str, Any]:
             # table (Iceberg, Delta) has no partitions to show.
             parts = spark.table(f"{view}_data").select("run_date", "run_id").distinct().collect()
             found[f"{member}_data"] = sorted(f"run_date={r[0]}/run_id={r[1]}" for r in parts)
-    if spark.catalog.tableExists(f"{family}_summary"):
+    if shown(spark, f"{family}_summary"):
         rows = spark.table(f"{family}_summary").collect()
         found["figures"] = sorted([r["run_date"], r["k"], r["users"], r["mean_ndcg"]] for r in rows)
     return found
@@ -59,6 +69,9 @@ def main(argv: Sequence[str]) -> int:
     builder = builder.config("spark.driver.extraJavaOptions", quiet).config("spark.ui.showConsoleProgress", "false")
     spark = builder.config(map=dict(settings(job))).getOrCreate()
     family = job[job.index("--output-table") + 1]
+    # The family's schema, as its team creates it before the first night (the job creates none).
+    if "." in family:
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {family.rsplit('.', 1)[0]}")
     record = {"before": seen(spark, family)}
     with open(seen_path, "w") as fh:
         json.dump(record, fh)

@@ -1,8 +1,9 @@
 """Results in Iceberg and Delta tables, on the formats' official jars.
 
 Each setup of :mod:`tests.formats` is a session as a team configures it: Iceberg's
-``SparkSessionCatalog`` over a Hive metastore with Iceberg's hadoop catalog ``lake`` beside it,
-or Delta's ``DeltaCatalog`` as the session catalog over a Hive metastore. The job runs through its
+``SparkSessionCatalog`` over a Hive metastore with Iceberg's JDBC catalog ``lake`` (SQLite) and
+its hadoop catalog ``hadoop`` beside it, or Delta's ``DeltaCatalog`` as the session catalog over
+a Hive metastore. The job runs through its
 command line (``ndcg_spark.job.run``) in this process on the setup's session; the SIGKILLs, a job
 without the formats' jars and the run over Spark Connect in processes of their own.
 
@@ -136,12 +137,41 @@ def one_line(err: str) -> str:
 
 
 def test_nights_reruns_gates_and_history_in_the_format(setup, db, capsys):
-    """Night 1 created in the format; night 2 failing its drop gate, then re-run: the re-run
-    replaces it whole (no flag says the tables are V2: the job asks the tables). The session
-    catalog by ``db.ndcg`` (Iceberg) and by ``spark_catalog.db.ndcg`` (Delta), as Unity Catalog
-    users write names: one naming per format keeps the stage's time (both ran on both)."""
-    spark = setup.spark
+    """The session catalog by ``db.ndcg`` (Iceberg) and by ``spark_catalog.db.ndcg`` (Delta), as
+    Unity Catalog users write names: one naming per format keeps the stage's time (both ran on both)."""
     family = f"{db}.ndcg" if setup.name == "iceberg" else f"spark_catalog.{db}.ndcg"
+    nights_reruns_gates_and_history(setup, family, capsys)
+
+
+def test_an_iceberg_catalog_of_its_own_name_publishes_every_night(setup, db, capsys):
+    """Iceberg's JDBC catalog ``lake``, which holds views, named with three parts
+    (``lake.db.ndcg``) while the current catalog, the session's, holds a schema of the same name
+    with tables and views of the family's names: every statement of the family names its own
+    catalog (a name resolved in the current one would find these, or hide the catalog's views:
+    night 1 shown empty, every later night refused as its views already exist)."""
+    if setup.name != "iceberg":
+        pytest.skip("the JDBC catalog is Iceberg's")
+    spark = setup.spark
+    spark.sql(f"CREATE NAMESPACE lake.{db}")
+    # The current catalog's same-named tables and views: rows of another night and run each.
+    decoy = "SELECT '2026-11-21' AS run_date, 'decoy' AS run_id, 3 AS k, 0.0D AS mean_ndcg"
+    for member in ("per_user", "summary", "runs"):
+        spark.sql(f"CREATE TABLE {db}.ndcg_{member}_data USING parquet AS {decoy}")
+        spark.sql(f"CREATE VIEW {db}.ndcg_{member} AS SELECT * FROM {db}.ndcg_{member}_data")
+    assert spark.catalog.currentCatalog() == "spark_catalog"
+    nights_reruns_gates_and_history(setup, f"lake.{db}.ndcg", capsys)
+    # The views are the JDBC catalog's own, and the current catalog's tables are untouched.
+    views = {r.viewName for r in spark.sql(f"SHOW VIEWS IN lake.{db}").collect() if not r.isTemporary}
+    assert views == {"ndcg_per_user", "ndcg_summary", "ndcg_runs"}, views
+    for member in ("per_user", "summary", "runs"):
+        for table in (f"{db}.ndcg_{member}_data", f"{db}.ndcg_{member}"):
+            assert [tuple(r) for r in spark.table(table).collect()] == [("2026-11-21", "decoy", 3, 0.0)], table
+
+
+def nights_reruns_gates_and_history(setup, family, capsys):
+    """Night 1 created in the format; night 2 failing its drop gate, then re-run: the re-run
+    replaces it whole (no flag says the tables are V2: the job asks the tables)."""
+    spark = setup.spark
     fmt = ["--output-table-format", setup.format]
     assert run(table_args(setup, family, "good", "--run-date", DATE, *fmt)) == EXIT_OK, capsys.readouterr().err
     for member in ("per_user", "summary", "runs"):
@@ -207,14 +237,14 @@ def test_a_catalog_without_views_is_refused_before_anything_is_computed(setup, c
     if setup.name != "iceberg":
         pytest.skip("the hadoop catalog is Iceberg's")
     spark = setup.spark
-    spark.sql("CREATE NAMESPACE IF NOT EXISTS lake.ev")
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS hadoop.ev")
     started = time.monotonic()
-    code = run(table_args(setup, "lake.ev.ndcg", "good", "--run-date", DATE))
+    code = run(table_args(setup, "hadoop.ev.ndcg", "good", "--run-date", DATE))
     line = one_line(capsys.readouterr().err)
     assert code == EXIT_CONFIG, line
-    assert "lake" in line and "views" in line, line
-    assert not spark.catalog.tableExists("lake.ev.ndcg_per_user_data")
-    assert not spark.catalog.tableExists("lake.ev.ndcg_runs_data")
+    assert "'hadoop'" in line and "views" in line, line
+    assert not spark.catalog.tableExists("hadoop.ev.ndcg_per_user_data")
+    assert not spark.catalog.tableExists("hadoop.ev.ndcg_runs_data")
     assert time.monotonic() - started < 60
 
 

@@ -21,7 +21,8 @@ and on Spark 4.1.4 with Iceberg 1.12.0 and Delta 4.2.0 (docs/job.md's table sect
 * ``CREATE VIEW``: the session catalog (Hive) over either format; Iceberg's hadoop catalog
   refuses (``UnsupportedOperationException: Creating a view is not supported by catalog: lake``,
   with no error condition), and ``SHOW VIEWS`` there answers an empty list, so only creating one
-  tells;
+  tells; Iceberg's JDBC catalog (``jdbc.schema-version = V1``) holds views, which
+  ``spark.catalog.tableExists`` answers False for and ``SHOW VIEWS`` lists;
 * a first part that is no catalog (``nocat.ev.t``) is read as a namespace of the session catalog
   (``REQUIRES_SINGLE_PART_NAMESPACE``; writing it, ``_LEGACY_ERROR_TEMP_1310``);
 * appending to an existing Iceberg or Delta table with another format named fails
@@ -77,6 +78,30 @@ class TableName:
         """
         parts = written.split(".")
         return cls(written, parts[0] if len(parts) == 3 else None, parts[-2] if len(parts) > 1 else None)
+
+    def resolved(self, spark) -> TableName:
+        """The name with the catalog and schema Spark resolves it in now filled in (the session's
+        current ones), as written otherwise: every statement then names the family's own catalog,
+        whatever catalog or schema is current when it runs.
+
+        Examples
+        --------
+        >>> TableName.parse("lake.ev.ndcg").resolved(None).qualified
+        'lake.ev.ndcg'
+        """
+        if self.catalog is not None:
+            return self
+        schema = self.schema if self.schema is not None else spark.catalog.currentDatabase()
+        return TableName(self.written, spark.catalog.currentCatalog(), schema)
+
+    @property
+    def table(self) -> str:
+        return self.written.split(".")[-1]
+
+    @property
+    def qualified(self) -> str:
+        """``catalog.schema.table`` (of a resolved name)."""
+        return ".".join(p for p in (self.catalog, self.schema, self.table) if p is not None)
 
     @property
     def namespace(self) -> Optional[str]:

@@ -35,11 +35,18 @@ def sql_literal(value: str) -> str:
 
 
 class Family:
-    """The names of one family of tables: ``db.ndcg`` -> ``db.ndcg_summary`` (a view), ``db.ndcg_summary_data``."""
+    """The names of one family of tables: ``db.ndcg`` -> ``db.ndcg_summary`` (a view), ``db.ndcg_summary_data``.
+
+    Every name is qualified with the family's own catalog and schema (``lake.ev.ndcg_summary``;
+    ``spark_catalog.ev.ndcg_summary`` for ``ev.ndcg`` written in the session catalog): a name
+    left to Spark resolves in whatever catalog is current, and the views' texts in the one
+    current when a reader queries them."""
 
     def __init__(self, spark, name: str):
-        self.spark, self.name = spark, name
-        self.kinds = Kinds(spark, TableName.parse(name))
+        self.spark = spark
+        self.table_name = TableName.parse(name).resolved(spark)
+        self.name = self.table_name.qualified
+        self.kinds = Kinds(spark, self.table_name)
 
     def view(self, member: str) -> str:
         return f"{self.name}_{member}"
@@ -48,7 +55,22 @@ class Family:
         return f"{self.name}_{member}{DATA}"
 
     def exists(self, table: str) -> bool:
+        """Whether the storage table exists."""
         return bool(self.spark.catalog.tableExists(table))
+
+    def view_exists(self, view: str) -> bool:
+        """Whether the view exists. ``spark.catalog.tableExists`` sees the session catalog's views,
+        not a catalog plugin's (Iceberg's JDBC, Hive or REST catalog's): ``SHOW VIEWS`` lists those."""
+        if self.exists(view):
+            return True
+        if self.table_name.in_session_catalog:
+            return False
+        namespace, table = view.rsplit(".", 1)
+        try:
+            rows = self.spark.sql(f"SHOW VIEWS IN {namespace} LIKE {sql_literal(table)}").collect()
+        except Exception:  # noqa: BLE001 - a catalog that lists no views holds none (creating one tells)
+            return False
+        return any(r["viewName"] == table and not r["isTemporary"] for r in rows)
 
     def partition_columns(self, table: str) -> List[str]:
         return [c.name for c in self.spark.catalog.listColumns(table) if c.isPartition]
@@ -68,10 +90,12 @@ class Family:
         return sorted(i for i in ids if i)
 
     def current_run(self, key: str, value: str) -> Optional[str]:
-        """The run whose rows the views show for the night, or None."""
-        if not self.exists(self.view(RUNS)):
+        """The run whose rows the views show for the night, or None: asked of the runs table as
+        the runs view asks it (:func:`runs_view`), so that what a run deletes never hangs on
+        finding a view."""
+        if not self.exists(self.data(RUNS)):
             return None
-        rows = self.spark.table(self.view(RUNS)).where(F.col(key) == value).select("run_id").collect()
+        rows = self.spark.sql(runs_view(self, key)).where(F.col(key) == value).select("run_id").collect()
         return rows[0]["run_id"] if rows else None
 
     def drop(self, table: str, key: str, value: str, run_ids: List[str]) -> None:
@@ -108,7 +132,7 @@ class TableRuns:
         self, key: str = RUN_DATE, last: Optional[int] = None, before: Optional[str] = None
     ) -> List[Tuple[str, RunResult]]:
         view = self.family.view(RUNS)
-        if not self.family.exists(view):
+        if not self.family.view_exists(view):
             return []
         runs = self.family.spark.table(view)
         if before is not None:
@@ -137,12 +161,12 @@ class TableRuns:
 def create_view(family: Family, member: str, query: str) -> None:
     """Create the view ``db.ndcg_<member>`` once (a run of another night may make it meanwhile)."""
     view = family.view(member)
-    if family.exists(view):
+    if family.view_exists(view):
         return
     try:
         family.spark.sql(f"CREATE VIEW {view} AS {query}")
     except Exception:
-        if not family.exists(view):
+        if not family.view_exists(view):
             raise
 
 

@@ -118,7 +118,7 @@ class TableSink:
     def __init__(self, spark, command: str, output):
         self.spark, self.command, self.output = spark, command, output
         self.family = Family(spark, output.table)
-        self.name = TableName.parse(output.table)
+        self.name = self.family.table_name  # as written in messages; its catalog and schema resolved
         self.root = self.shown = output.table
         self.key, self.value = output.partition.key, output.partition.value
         self.place: Optional[LockPlace] = None
@@ -131,8 +131,9 @@ class TableSink:
     def check(self, spark, config) -> None:
         name = self.name
         check_catalog(spark, name)
-        if name.namespace is not None and not spark.catalog.databaseExists(name.namespace):
-            raise ConfigError(f"output_table {self.root}: database {name.namespace!r} does not exist; create it first")
+        if not spark.catalog.databaseExists(name.namespace):
+            written = TableName.parse(self.root).namespace or name.schema
+            raise ConfigError(f"output_table {self.root}: database {written!r} does not exist; create it first")
         check_format(spark, name, self.output.table_format)
         other = "summary" if self.command == "compare" else "comparison"
         if self.family.exists(self.family.data(other)):
@@ -148,7 +149,7 @@ class TableSink:
                 raise ConfigError(
                     f"output_table {self.root} is partitioned by {columns[0]}, not by {self.key}; choose another"
                 )
-        if not self.family.exists(self.family.view(RUNS)):
+        if not self.family.view_exists(self.family.view(RUNS)):
             # Before anything is computed: a catalog that cannot hold the views is refused now.
             check_views(spark, name, self.family.name)
 
