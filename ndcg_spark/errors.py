@@ -178,13 +178,30 @@ def as_error(exc: BaseException) -> NdcgError:
         return InputDataError(f"invalid input: {refused}", condition=UNREADABLE_FILE, parameters={"reason": refused})
     line = first_line(exc)
     # A Spark failure (Py4J's or PySpark's exception, a Java one inside) says what failed in
-    # Spark's words; the class names are Spark's plumbing, not news to the reader.
+    # Spark's words; the class names are Spark's plumbing, not news to the reader (Spark 3.5
+    # writes them into its lines: "(org.apache.spark.SparkException) Job aborted ...: java.lang.RuntimeException: boom").
     spark = type(exc).__module__.split(".")[0] in ("py4j", "pyspark")
+    if spark:
+        line = without_java_classes(line) or line
     return NdcgError(
         f"Spark failed: {line}" if spark else f"{type(exc).__name__}: {line}",
         condition="FAILED.EXCEPTION",
         parameters={"type": type(exc).__name__, "message": line},
     )
+
+
+#: A Java exception's class as Spark writes it into a line: ``java.lang.RuntimeException: ``,
+#: ``(org.apache.spark.SparkException) ``.
+_JAVA_CLASS = re.compile(r"\(?\b(?:[a-z_][a-z0-9_]*\.)+[A-Z][A-Za-z0-9]*(?:Exception|Error)\b\)?:?\s*")
+
+
+def without_java_classes(line: str) -> str:
+    """``line`` less the Java exception class names Spark writes into it.
+
+    >>> without_java_classes("(org.apache.spark.SparkException) Job aborted: java.lang.RuntimeException: boom")
+    'Job aborted: boom'
+    """
+    return _JAVA_CLASS.sub("", line).strip()
 
 
 @contextmanager

@@ -32,12 +32,11 @@ and on Spark 4.1.4 with Iceberg 1.12.0 and Delta 4.2.0 (docs/job.md's table sect
 from __future__ import annotations
 
 import contextlib
-import re
 import uuid
 from dataclasses import dataclass
 from typing import Dict, Iterator, Optional
 
-from ndcg_spark.errors import ConfigError, NdcgError, SparkGone, as_error, first_line
+from ndcg_spark.errors import ConfigError, NdcgError, SparkGone, as_error, first_line, without_java_classes
 
 SESSION_CATALOG = "spark_catalog"
 #: The providers whose tables change rows by ``DELETE`` (V2 tables of the session catalog).
@@ -241,9 +240,6 @@ def lock_location(spark, name: TableName) -> str:
     return spark.conf.get("spark.sql.warehouse.dir")
 
 
-_JAVA_CLASS = re.compile(r"\b(?:[a-z_]+\.)+[A-Z][A-Za-z]*(?:Exception|Error)\b:?\s*")
-
-
 @contextlib.contextmanager
 def catalog_step(name: TableName, what: str) -> Iterator[None]:
     """A catalog that fails mid-run: one plain line (exit 1), never a Java class as the message."""
@@ -255,7 +251,7 @@ def catalog_step(name: TableName, what: str) -> Iterator[None]:
         error = as_error(exc)
         if isinstance(error, SparkGone):
             raise error from exc
-        text = _JAVA_CLASS.sub("", first_line(exc)).strip() or type(exc).__name__
+        text = without_java_classes(first_line(exc)) or type(exc).__name__
         raise NdcgError(
             f"output_table {name.written}: catalog '{name.catalog_shown}' failed to {what}: {text}",
             parameters={"catalog": name.catalog_shown, "step": what, "message": text},
