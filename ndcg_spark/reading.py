@@ -284,9 +284,11 @@ def _read_trec(spark, source: str, layout, opts: EvaluationOptions, label: str) 
 #: (pattern in Spark's error text, the cause as users read it); the first match wins.
 _CAUSES = (
     # S3A's words (SDK v1 and v2): before "does not exist", which its messages also hold.
-    (r"NoSuchBucket|UnknownStoreException", "its bucket does not exist"),
+    # Each word's start at a word's start: Jackson's "_reportInvalidToken" in a JSON file's parse
+    # error is no S3 refusal ("NoSuchBucketException", "AccessDeniedException" are).
+    (r"\b(?:NoSuchBucket|UnknownStoreException)", "its bucket does not exist"),
     (
-        r"AccessDenied|InvalidAccessKeyId|SignatureDoesNotMatch|ExpiredToken|InvalidToken|Status Code: 403",
+        r"\b(?:AccessDenied|InvalidAccessKeyId|SignatureDoesNotMatch|ExpiredToken|InvalidToken)|Status Code: 403",
         "the store refused access (its credentials or permissions)",
     ),
     (
