@@ -27,6 +27,7 @@ os.environ["NDCG_SPARK_QUIET"] = "1"
 #: beside each other and the short ones fill the gaps, so both workers finish together.
 LONGEST_FIRST = (
     "test_cluster.py",
+    "test_beyond_movielens.py",
     "test_validation.py",
     "test_publish.py",
     "test_benchmark_smoke.py",
