@@ -8,14 +8,17 @@ from pathlib import Path
 
 import pytest
 
+from tests import class_archive
 from tests.helpers import QUICK_JVM
 
 DATA = Path(__file__).parent / "data"
 
 # Every JVM started through spark-submit (this session's, the job's in a process of its own, the
-# benchmarks', the cluster's drivers) takes the quick flags; set before any starts, so the
-# pytest-xdist workers and their subprocesses inherit them.
-os.environ["SPARK_SUBMIT_OPTS"] = f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} {QUICK_JVM}".strip()
+# benchmarks', the cluster's drivers) takes the quick flags, and the class archive when there is
+# one (tests/class_archive.py); set before any starts, so the pytest-xdist workers and their
+# subprocesses inherit them.
+_OWN_OPTS = os.environ.get("SPARK_SUBMIT_OPTS", "")
+os.environ["SPARK_SUBMIT_OPTS"] = f"{_OWN_OPTS} {QUICK_JVM} {class_archive.flags()}".strip()
 # The job's progress lines off (its one error line is what most tests read on stderr); the tests
 # of the progress lines turn them on.
 os.environ["NDCG_SPARK_QUIET"] = "1"
@@ -58,6 +61,22 @@ def pytest_addoption(parser):
         default=False,
         help="run the slow tier too (tests marked " + ", ".join(SLOW) + "; the formats only when -m names them)",
     )
+
+
+def pytest_configure(config):
+    """A run with the slow tier (or of chosen kinds: the formats, Airflow) starts many JVMs of its
+    own: without a class archive for this environment, make one first (about a minute, once)."""
+    wide = config.getoption("slow") or config.getoption("markexpr")
+    if not wide or os.environ.get("PYTEST_XDIST_WORKER") or config.getoption("collectonly"):
+        return
+    if class_archive.enabled() and not class_archive.archive_path().is_file():
+        class_archive.make(QUICK_JVM)
+        os.environ["SPARK_SUBMIT_OPTS"] = f"{_OWN_OPTS} {QUICK_JVM} {class_archive.flags()}".strip()
+
+
+def pytest_report_header(config):
+    path = class_archive.archive_path()
+    return f"class archive: {path if path.is_file() else 'none (the slow tier makes it)'}"
 
 
 def pytest_itemcollected(item):
