@@ -32,7 +32,7 @@ ARCHIVES = ROOT / ".jars" / "class-archives"
 #: Set to "off": no archive is made or used (to measure what it saves, or to rule it out).
 SWITCH = "NDCG_SPARK_TESTS_CLASS_ARCHIVE"
 #: The JVM says nothing about the archive: not that it is used, nor that a class path differs.
-SILENT = "-Xlog:cds*=off"
+SILENT = "-Xlog:cds=off,cds+dynamic=off"  # no glob character: spark-class splits SPARK_SUBMIT_OPTS unquoted
 
 
 def _java() -> str:
