@@ -370,7 +370,8 @@ def test_job_reproduces_the_seed_examples(tmp_path):
 
 
 def test_run_date_reruns_replace_only_their_partition(spark, suite_inputs, tmp_path, capsys):
-    """Scheduled-stage semantics: dynamic partition overwrite, manifest last, failed runs change nothing."""
+    """Scheduled-stage semantics: dynamic partition overwrite, manifest last, a failed gate after
+    writing, failed runs change nothing."""
     from ndcg_spark.job.exits import EXIT_QUALITY_GATE
 
     recs_path, rel_path, recs, rel = suite_inputs
@@ -386,10 +387,14 @@ def test_run_date_reruns_replace_only_their_partition(spark, suite_inputs, tmp_p
 
     # Kept in memory: the files it was read from are rewritten below.
     before_20 = per_user("2026-11-20").localCheckpoint()
-    # Re-run the 21st with a worse model: only that partition changes.
+    # Re-run the 21st with a worse model: only that partition changes. Its quality gate fails
+    # after writing, with its own exit code.
     worse = tmp_path / "worse"
     recs.withColumn("score", -recs["score"]).write.parquet(str(worse))
-    assert run(["--recommendations", str(worse), "--run-date", "2026-11-21", *base]) == EXIT_OK
+    capsys.readouterr()
+    code = run(["--recommendations", str(worse), "--run-date", "2026-11-21", "--fail-below", "10:0.9", *base])
+    assert code == EXIT_QUALITY_GATE
+    assert "quality gate failed: mean NDCG@10" in capsys.readouterr().err
     assert_df_equality(per_user("2026-11-20"), before_20, ignore_row_order=True)
     library = evaluate(spark.read.parquet(str(worse)), rel, k=[3, 10]).per_user
     assert_df_equality(
@@ -398,6 +403,7 @@ def test_run_date_reruns_replace_only_their_partition(spark, suite_inputs, tmp_p
     assert spark.read.parquet(str(out / "per_user")).count() == 2 * library.count()
     manifest = json.loads((out / "_manifests" / "run_date=2026-11-21" / "summary.json").read_text())
     assert manifest["partition"] == {"run_date": "2026-11-21"}
+    assert [(g["k"], g["passed"]) for g in manifest["quality_gates"]] == [(10, False)]
 
     # A failed run (invalid input) leaves the previous result of that date and its manifest intact.
     bad = tmp_path / "bad"
@@ -406,14 +412,6 @@ def test_run_date_reruns_replace_only_their_partition(spark, suite_inputs, tmp_p
     assert run(["--recommendations", str(bad), "--run-date", "2026-11-21", *base]) == EXIT_INPUT
     assert_df_equality(per_user("2026-11-21"), before_21, ignore_row_order=True)
     assert json.loads((out / "_manifests" / "run_date=2026-11-21" / "summary.json").read_text()) == manifest
-
-    # The quality gate fails after writing, with its own exit code.
-    capsys.readouterr()
-    code = run(["--recommendations", recs_path, "--run-date", "2026-11-22", "--fail-below", "10:0.9", *base])
-    assert code == EXIT_QUALITY_GATE
-    assert "quality gate failed: mean NDCG@10" in capsys.readouterr().err
-    assert (out / "_manifests" / "run_date=2026-11-22" / "summary.json").exists()
-    assert per_user("2026-11-22").count() > 0
 
 
 def test_job_reads_the_als_array_layout(spark, tmp_path):
