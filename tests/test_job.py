@@ -115,23 +115,6 @@ def test_job_reproduces_trec_eval(spark, data_dir, tmp_path):
         assert means[k] == pytest.approx(value, abs=5e-5), k
 
 
-def test_config_file_with_flags_overriding(spark, suite_inputs, tmp_path):
-    recs_path, rel_path, _, _ = suite_inputs
-    config = tmp_path / "job.toml"
-    config.write_text(
-        f'recommendations = "{recs_path}"\nrelevance = "{rel_path}"\noutput = "{tmp_path / "out"}"\n'
-        'k = [3]\ngain = "exponential"\n'
-    )
-    assert run(["--config", str(config), "--gain", "linear"]) == EXIT_OK
-    manifest = _manifest(tmp_path / "out")
-    assert manifest["settings"]["gain"] == "linear"
-    assert [m["k"] for m in manifest["metrics"]] == [3]
-    preds = {1: [1, 6, 2], 2: [4, 1, 5], 3: [1, 2, 3]}
-    rels = {1: {1: 3.0, 2: 2.0, 3: 1.0, 4: 1.0, 5: 1.0}, 2: {1: 2.0, 2: 0.0, 3: 0.0}, 3: {}}
-    expected = sum(reference_ndcg(preds[u], rels[u], 3) for u in preds) / 3
-    assert manifest["metrics"][0]["mean_ndcg"] == pytest.approx(expected, abs=1e-12)
-
-
 def test_config_paths_written_relative_are_relative_to_the_file(tmp_path):
     from ndcg_spark.job import load_toml
 
@@ -461,7 +444,8 @@ def test_job_reads_the_als_array_layout(spark, tmp_path):
 
 def test_small_files_go_through_hadoop_as_single_files_on_a_file_uri(spark, suite_inputs, tmp_path, monkeypatch):
     """summary.json, report.html and the partition manifest are single files under their own
-    names on a ``file://`` URI, written through the session's Hadoop FileSystem (spied on)."""
+    names on a ``file://`` URI, written through the session's Hadoop FileSystem (spied on). The
+    runs take their settings from a config file, a flag overriding one of them."""
     from ndcg_spark.job.outputs import files as storage
 
     written = []
@@ -477,11 +461,22 @@ def test_small_files_go_through_hadoop_as_single_files_on_a_file_uri(spark, suit
     monkeypatch.setattr(storage.HadoopFiles, "write_text", spy)
     recs_path, rel_path, _, _ = suite_inputs
     out = tmp_path / "out"
-    args = ["--recommendations", Path(recs_path).as_uri(), "--relevance", Path(rel_path).as_uri(), "--k", "3"]
+    config = tmp_path / "job.toml"
+    config.write_text('k = [3]\ngain = "exponential"\n')
+    args = ["--config", str(config), "--recommendations", Path(recs_path).as_uri(),
+            "--relevance", Path(rel_path).as_uri(), "--gain", "linear"]  # fmt: skip
     for _ in range(2):  # a re-run replaces the files
         assert run([*args, "--output", out.as_uri()]) == EXIT_OK
     assert sorted(os.listdir(out)) == ["_ndcg_spark", "per_user", "report.html", "summary", "summary.json"]
-    assert _manifest(out)["settings"]["output"] == out.as_uri()
+    manifest = _manifest(out)
+    assert manifest["settings"]["output"] == out.as_uri()
+    # The config file's k, the flag's gain over the file's; the figure is the oracle's at k = 3.
+    assert manifest["settings"]["gain"] == "linear"
+    assert [m["k"] for m in manifest["metrics"]] == [3]
+    preds = {1: [1, 6, 2], 2: [4, 1, 5], 3: [1, 2, 3]}
+    rels = {1: {1: 3.0, 2: 2.0, 3: 1.0, 4: 1.0, 5: 1.0}, 2: {1: 2.0, 2: 0.0, 3: 0.0}, 3: {}}
+    expected = sum(reference_ndcg(preds[u], rels[u], 3) for u in preds) / 3
+    assert manifest["metrics"][0]["mean_ndcg"] == pytest.approx(expected, abs=1e-12)
     assert (out / "report.html").read_text().startswith("<!DOCTYPE html>")
     dated = tmp_path / "dated"
     assert run([*args, "--output", dated.as_uri(), "--run-date", "2026-11-22"]) == EXIT_OK
