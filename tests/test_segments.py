@@ -79,14 +79,15 @@ def _each_model_alone(recs, rel, **options):
 def test_each_model_is_a_separate_run_of_that_model(spark, served, options):
     recs, rel, _ = served
     both = evaluate(recs, rel, group_by=["model"], **options)
+    both_per_user = both.per_user.localCheckpoint()  # read twice below
     per_user, summary = _each_model_alone(recs, rel, **options)
     keys = ("model", "user_id", "k")
-    assert_df_equality(_sorted(both.per_user, *keys), _sorted(per_user, *keys), ignore_nullable=True)
+    assert_df_equality(_sorted(both_per_user, *keys), _sorted(per_user, *keys), ignore_nullable=True)
     # No segment the recommendations do not hold (no null model for unserved judged users).
     assert_approx_df_equality(both.summary, _sorted(summary, "model", "k"), precision=1e-12, ignore_nullable=True)
     if options.get("no_recommendations") != "exclude":
         # Judged user 6, served by c only, is in a and b with NDCG 0 and no recommendations.
-        rows = [r for r in both.per_user.filter(F.col("user_id") == 6).collect() if r.k == options["k"][-1]]
+        rows = [r for r in both_per_user.filter(F.col("user_id") == 6).collect() if r.k == options["k"][-1]]
         assert {(r.model, r.ndcg, r.n_recommended) for r in rows} == {("a", 0.0, 0), ("b", 0.0, 0), ("c", 1.0, 2)}
 
 
@@ -104,7 +105,7 @@ def test_a_user_without_an_attribute_row_is_counted_in_the_null_segment(spark, s
     recs, rel, attributes = served
     a = _model(recs, "a")
     result = evaluate(a, rel, k=[2], group_by=["country"], user_attributes=attributes)
-    alone = evaluate(a, rel, k=[2]).per_user
+    alone = evaluate(a, rel, k=[2]).per_user.localCheckpoint()  # read twice below
     # Every user of the plain run is in the segmented one, with its attribute or null.
     expected = alone.join(attributes, "user_id", "left").select("country", *alone.columns)
     assert_df_equality(_sorted(result.per_user, "country", "user_id"), _sorted(expected, "country", "user_id"))
