@@ -33,17 +33,46 @@ def two_models(spark):
     return baseline_df, candidate_df, rel_df
 
 
-# The whole list (k null in the output) pairs its users although a null key never equals a null key.
-@pytest.mark.parametrize("cutoffs", [[5, 10], [10, None]])
-def test_compare_matches_separate_evaluations_and_scipy(spark, two_models, cutoffs):
+#: The cutoffs of the comparisons below; the whole list (k null) among them.
+CUTOFFS = (5, 10, None)
+
+
+@pytest.fixture(scope="module")
+def three_models(spark, two_models):
     baseline, candidate, rel = two_models
-    result = compare(baseline, candidate, rel, k=cutoffs)
-    report = {r["k"]: r for r in result.report()}
-    assert len(report) == len(cutoffs)
-    for k in cutoffs:
-        r = report[k]
-        a = {r.user_id: r.ndcg for r in evaluate(baseline, rel, k=[k]).per_user.collect()}
-        b = {r.user_id: r.ndcg for r in evaluate(candidate, rel, k=[k]).per_user.collect()}
+    recs, _ = random_graded(seed=31, users=50)
+    rng = np.random.default_rng(5)
+    # v3 keeps most of the baseline's order: a small difference, so p-values spread out.
+    third = {u: {i: s + rng.normal(0, 0.5) for i, s in m.items()} for u, m in recs.items()}
+    third_df, _ = frames(spark, third, {})
+    return {"prod": baseline, "v2": candidate, "v3": third_df}, rel
+
+
+@pytest.fixture(scope="module")
+def per_user_ndcg(three_models):
+    """{model: {k: {user: NDCG@k}}}: each model's own evaluation, the oracle every comparison below
+    is held to (one evaluation per model at every cutoff the tests ask for)."""
+    models, rel = three_models
+    ndcg = {name: {k: {} for k in CUTOFFS} for name in models}
+    for name, recs in models.items():
+        for r in evaluate(recs, rel, k=list(CUTOFFS)).per_user.collect():
+            ndcg[name][r.k][r.user_id] = r.ndcg
+    return ndcg
+
+
+@pytest.fixture(scope="module")
+def compared(two_models):
+    """compare's report of the baseline and the candidate at every cutoff, by k."""
+    baseline, candidate, rel = two_models
+    return {r["k"]: r for r in compare(baseline, candidate, rel, k=list(CUTOFFS)).report()}
+
+
+# The whole list (k null in the output) pairs its users although a null key never equals a null key.
+def test_compare_matches_separate_evaluations_and_scipy(compared, per_user_ndcg):
+    assert list(compared) == list(CUTOFFS)
+    for k in CUTOFFS:
+        r = compared[k]
+        a, b = per_user_ndcg["prod"][k], per_user_ndcg["v2"][k]
         # User 7 has relevance rows, so the candidate scores it as a user without recommendations (NDCG 0).
         assert 7 in b and b[7] == 0.0
         users = sorted(a)
@@ -72,7 +101,7 @@ def test_compare_excludes_one_sided_users_under_the_exclude_policy(spark, two_mo
 
 
 @pytest.mark.job
-def test_compare_command_line_with_a_model_column(spark, two_models, tmp_path, capsys):
+def test_compare_command_line_with_a_model_column(spark, two_models, compared, tmp_path, capsys):
     baseline, candidate, rel = two_models
     both = baseline.withColumn("model", F.lit("prod")).unionByName(candidate.withColumn("model", F.lit("v2")))
     both.write.parquet(str(tmp_path / "recs"))
@@ -101,10 +130,10 @@ def test_compare_command_line_with_a_model_column(spark, two_models, tmp_path, c
     printed = capsys.readouterr().out
     assert "p_value" in printed and "wins" in printed
     manifest = json.loads((out / "comparison.json").read_text())
-    library = {r["k"]: r for r in compare(baseline, candidate, rel, k=[5, 10]).report()}
+    assert [row["k"] for row in manifest["comparison"]] == [5, 10]
     for row in manifest["comparison"]:
-        assert row["mean_difference"] == pytest.approx(library[row["k"]]["mean_difference"], abs=1e-12)
-        assert row["p_value"] == pytest.approx(library[row["k"]]["p_value"], abs=1e-12)
+        assert row["mean_difference"] == pytest.approx(compared[row["k"]]["mean_difference"], abs=1e-12)
+        assert row["p_value"] == pytest.approx(compared[row["k"]]["p_value"], abs=1e-12)
     assert spark.read.parquet(str(out / "comparison")).count() == 2
 
 
@@ -114,26 +143,7 @@ def test_compare_needs_a_candidate(tmp_path, capsys):
     assert "compare needs --candidate" in capsys.readouterr().err
 
 
-@pytest.fixture(scope="module")
-def three_models(spark, two_models):
-    baseline, candidate, rel = two_models
-    recs, _ = random_graded(seed=31, users=50)
-    rng = np.random.default_rng(5)
-    # v3 keeps most of the baseline's order: a small difference, so p-values spread out.
-    third = {u: {i: s + rng.normal(0, 0.5) for i, s in m.items()} for u, m in recs.items()}
-    third_df, _ = frames(spark, third, {})
-    return {"prod": baseline, "v2": candidate, "v3": third_df}, rel
-
-
-def per_user_ndcg(recs, rel, cutoffs):
-    """{k: {user: NDCG@k}} from evaluate, one model at a time."""
-    ndcg = {k: {} for k in cutoffs}
-    for r in evaluate(recs, rel, k=cutoffs).per_user.collect():
-        ndcg[r.k][r.user_id] = r.ndcg
-    return ndcg
-
-
-def test_three_models_against_a_baseline_with_holm_p_values_as_statsmodels(three_models):
+def test_three_models_against_a_baseline_with_holm_p_values_as_statsmodels(three_models, per_user_ndcg):
     models, rel = three_models
     result = compare_models(models, rel, k=[5, 10], baseline="prod")
     assert result.pairs == [("prod", "v2"), ("prod", "v3")]
@@ -144,9 +154,8 @@ def test_three_models_against_a_baseline_with_holm_p_values_as_statsmodels(three
         ("prod", "v3", 5),
         ("prod", "v3", 10),
     ]
-    by_model = {name: per_user_ndcg(recs, rel, [5, 10]) for name, recs in models.items()}
     for k in (5, 10):
-        ndcg = {name: figures[k] for name, figures in by_model.items()}
+        ndcg = {name: figures[k] for name, figures in per_user_ndcg.items()}
         users = sorted(ndcg["prod"])
         # Independent p-values (scipy's paired t-test), then statsmodels' Holm over the two pairs at this k.
         p_values = [
@@ -160,7 +169,7 @@ def test_three_models_against_a_baseline_with_holm_p_values_as_statsmodels(three
         assert holm[0] != pytest.approx(p_values[0])  # the correction changed something
 
 
-def test_two_models_give_the_figures_of_compare(three_models):
+def test_two_models_give_the_figures_of_compare(three_models, per_user_ndcg):
     models, rel = three_models
     single = compare(models["prod"], models["v3"], rel, k=[5, None]).report()
     many = compare_models({"prod": models["prod"], "v3": models["v3"]}, rel, k=[5, None]).report()
@@ -170,7 +179,7 @@ def test_two_models_give_the_figures_of_compare(three_models):
     # One pair per family: nothing to correct.
     assert [r["p_value_adjusted"] for r in many] == [r["p_value"] for r in single]
     # The figures themselves, from each model's own evaluation and scipy.
-    prod, v3 = (per_user_ndcg(models[name], rel, [5, None]) for name in ("prod", "v3"))
+    prod, v3 = per_user_ndcg["prod"], per_user_ndcg["v3"]
     assert [r["k"] for r in many] == [5, None]
     for r in many:
         users = sorted(prod[r["k"]])

@@ -21,33 +21,45 @@ def graded(spark):
     return recs, rels, frames(spark, recs, rels)
 
 
+@pytest.fixture(scope="module")
+def plain(graded):
+    """One evaluation of ``graded`` without segments at every cutoff the tests below read, its
+    frames kept (localCheckpoint): the separate run, the plain per-user figures and the normal
+    interval they are held to."""
+    _, _, (recs, rel) = graded
+    result = evaluate(recs, rel, k=[3, 5, 10])
+    return result.per_user.localCheckpoint(), result.summary.localCheckpoint()
+
+
 # ----------------------------------------------------------------------------- segments
 
 
-def test_group_by_a_recommendations_column_equals_separate_runs(spark, graded):
+def test_group_by_a_recommendations_column_equals_separate_runs(spark, graded, plain):
     _, _, (recs, rel) = graded
     models = recs.withColumn("model", F.lit("a")).unionByName(
         recs.withColumn("model", F.lit("b")).withColumn("score", -F.col("score"))
     )
     both = evaluate(models, rel, k=[3, 10], group_by=["model"])
     assert both.per_user.columns[:2] == ["model", "user_id"]
-    for model in ("a", "b"):
-        alone = evaluate(models.filter(F.col("model") == model).drop("model"), rel, k=[3, 10])
+    # Model a's rows are ``recs`` as they are: its separate run is the plain one (at k 3 and 10).
+    b = evaluate(models.filter(F.col("model") == "b").drop("model"), rel, k=[3, 10])
+    a = [frame.filter(F.col("k").isin(3, 10)) for frame in plain]
+    for model, (per_user, summary) in (("a", a), ("b", (b.per_user, b.summary))):
         assert_df_equality(
             both.per_user.filter(F.col("model") == model).drop("model").orderBy("user_id", "k"),
-            alone.per_user.orderBy("user_id", "k"),
+            per_user.orderBy("user_id", "k"),
         )
         assert_approx_df_equality(
-            both.summary.filter(F.col("model") == model).drop("model"), alone.summary, precision=1e-12
+            both.summary.filter(F.col("model") == model).drop("model"), summary.orderBy("k"), precision=1e-12
         )
 
 
-def test_group_by_a_user_attribute(spark, graded):
+def test_group_by_a_user_attribute(spark, graded, plain):
     _, _, (recs, rel) = graded
     attributes = spark.createDataFrame([(u, "kr" if u % 3 else "cn") for u in range(40)], "user_id int, country string")
     result = evaluate(recs, rel, k=[5], group_by=["country"], user_attributes=attributes)
     summary = {r.country: r for r in result.summary.collect()}
-    per_user = evaluate(recs, rel, k=[5]).per_user.join(attributes, "user_id")
+    per_user = plain[0].filter("k = 5").join(attributes, "user_id")
     for country in ("kr", "cn"):
         subset = [r.ndcg for r in per_user.filter(F.col("country") == country).collect()]
         assert summary[country].users == len(subset)
@@ -68,14 +80,13 @@ def test_a_user_repeated_in_the_attributes_is_an_input_error(spark, graded):
 # ----------------------------------------------------------------------------- intervals
 
 
-def test_normal_interval_brackets_the_mean(spark, graded):
-    _, _, (recs, rel) = graded
-    row = evaluate(recs, rel, k=[10]).summary.first()
+def test_normal_interval_brackets_the_mean(plain):
+    row = plain[1].filter("k = 10").first()
     half = 1.959963984540054 * row.std_ndcg / np.sqrt(row.users)
     assert (row.ndcg_ci_low, row.ndcg_ci_high) == pytest.approx((row.mean_ndcg - half, row.mean_ndcg + half), abs=1e-12)
 
 
-def test_bootstrap_interval_is_seeded_and_partition_independent(spark, graded):
+def test_bootstrap_interval_is_seeded_and_partition_independent(spark, graded, plain):
     _, _, (recs, rel) = graded
     options = dict(k=[10], confidence_interval="bootstrap", bootstrap_samples=300, seed=7)
     first = evaluate(recs, rel, **options).summary.first()
@@ -83,7 +94,7 @@ def test_bootstrap_interval_is_seeded_and_partition_independent(spark, graded):
     assert (first.ndcg_ci_low, first.ndcg_ci_high) == (again.ndcg_ci_low, again.ndcg_ci_high)
     assert first.ndcg_ci_low < first.mean_ndcg < first.ndcg_ci_high
     # Close to the normal interval for 40 users.
-    normal = evaluate(recs, rel, k=[10]).summary.first()
+    normal = plain[1].filter("k = 10").first()
     assert first.ndcg_ci_high - first.ndcg_ci_low == pytest.approx(normal.ndcg_ci_high - normal.ndcg_ci_low, rel=0.35)
     other_seed = evaluate(recs, rel, **{**options, "seed": 8}).summary.first()
     assert other_seed.ndcg_ci_low != first.ndcg_ci_low
@@ -209,10 +220,24 @@ def test_relevance_threshold(spark):
 # ----------------------------------------------------------------------------- tie averaging
 
 
-@pytest.mark.parametrize("k", [1, 3, 7, 25])
-def test_tie_averaging_matches_scikit_learn(spark, k):
+TIE_CUTOFFS = (1, 3, 7, 25)
+
+
+@pytest.fixture(scope="module")
+def tied(spark):
+    """Lists with tied scores and their tie-averaged NDCG, {k: {user: NDCG@k}}, from one evaluation at every cutoff."""
     recs, rels = random_graded(seed=13, users=30, ties=True)
-    got = {r.user_id: r.ndcg for r in evaluate(*frames(spark, recs, rels), k=[k], ties="average").per_user.collect()}
+    ndcg = {k: {} for k in TIE_CUTOFFS}
+    for r in evaluate(*frames(spark, recs, rels), k=list(TIE_CUTOFFS), ties="average").per_user.collect():
+        ndcg[r.k][r.user_id] = r.ndcg
+    return recs, rels, ndcg
+
+
+@pytest.mark.parametrize("k", TIE_CUTOFFS)
+def test_tie_averaging_matches_scikit_learn(tied, k):
+    recs, rels, ndcg = tied
+    got = ndcg[k]
+    assert set(got) == set(recs)
     for u, scored in recs.items():
         universe = sorted(set(scored) | set(rels[u]))
         # Unrecommended judged items rank below every recommendation, and are not tied with them.

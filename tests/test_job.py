@@ -115,23 +115,6 @@ def test_job_reproduces_trec_eval(spark, data_dir, tmp_path):
         assert means[k] == pytest.approx(value, abs=5e-5), k
 
 
-def test_config_file_with_flags_overriding(spark, suite_inputs, tmp_path):
-    recs_path, rel_path, _, _ = suite_inputs
-    config = tmp_path / "job.toml"
-    config.write_text(
-        f'recommendations = "{recs_path}"\nrelevance = "{rel_path}"\noutput = "{tmp_path / "out"}"\n'
-        'k = [3]\ngain = "exponential"\n'
-    )
-    assert run(["--config", str(config), "--gain", "linear"]) == EXIT_OK
-    manifest = _manifest(tmp_path / "out")
-    assert manifest["settings"]["gain"] == "linear"
-    assert [m["k"] for m in manifest["metrics"]] == [3]
-    preds = {1: [1, 6, 2], 2: [4, 1, 5], 3: [1, 2, 3]}
-    rels = {1: {1: 3.0, 2: 2.0, 3: 1.0, 4: 1.0, 5: 1.0}, 2: {1: 2.0, 2: 0.0, 3: 0.0}, 3: {}}
-    expected = sum(reference_ndcg(preds[u], rels[u], 3) for u in preds) / 3
-    assert manifest["metrics"][0]["mean_ndcg"] == pytest.approx(expected, abs=1e-12)
-
-
 def test_config_paths_written_relative_are_relative_to_the_file(tmp_path):
     from ndcg_spark.job import load_toml
 
@@ -370,7 +353,8 @@ def test_job_reproduces_the_seed_examples(tmp_path):
 
 
 def test_run_date_reruns_replace_only_their_partition(spark, suite_inputs, tmp_path, capsys):
-    """Scheduled-stage semantics: dynamic partition overwrite, manifest last, failed runs change nothing."""
+    """Scheduled-stage semantics: dynamic partition overwrite, manifest last, a failed gate after
+    writing, failed runs change nothing."""
     from ndcg_spark.job.exits import EXIT_QUALITY_GATE
 
     recs_path, rel_path, recs, rel = suite_inputs
@@ -386,10 +370,14 @@ def test_run_date_reruns_replace_only_their_partition(spark, suite_inputs, tmp_p
 
     # Kept in memory: the files it was read from are rewritten below.
     before_20 = per_user("2026-11-20").localCheckpoint()
-    # Re-run the 21st with a worse model: only that partition changes.
+    # Re-run the 21st with a worse model: only that partition changes. Its quality gate fails
+    # after writing, with its own exit code.
     worse = tmp_path / "worse"
     recs.withColumn("score", -recs["score"]).write.parquet(str(worse))
-    assert run(["--recommendations", str(worse), "--run-date", "2026-11-21", *base]) == EXIT_OK
+    capsys.readouterr()
+    code = run(["--recommendations", str(worse), "--run-date", "2026-11-21", "--fail-below", "10:0.9", *base])
+    assert code == EXIT_QUALITY_GATE
+    assert "quality gate failed: mean NDCG@10" in capsys.readouterr().err
     assert_df_equality(per_user("2026-11-20"), before_20, ignore_row_order=True)
     library = evaluate(spark.read.parquet(str(worse)), rel, k=[3, 10]).per_user
     assert_df_equality(
@@ -398,6 +386,7 @@ def test_run_date_reruns_replace_only_their_partition(spark, suite_inputs, tmp_p
     assert spark.read.parquet(str(out / "per_user")).count() == 2 * library.count()
     manifest = json.loads((out / "_manifests" / "run_date=2026-11-21" / "summary.json").read_text())
     assert manifest["partition"] == {"run_date": "2026-11-21"}
+    assert [(g["k"], g["passed"]) for g in manifest["quality_gates"]] == [(10, False)]
 
     # A failed run (invalid input) leaves the previous result of that date and its manifest intact.
     bad = tmp_path / "bad"
@@ -406,14 +395,6 @@ def test_run_date_reruns_replace_only_their_partition(spark, suite_inputs, tmp_p
     assert run(["--recommendations", str(bad), "--run-date", "2026-11-21", *base]) == EXIT_INPUT
     assert_df_equality(per_user("2026-11-21"), before_21, ignore_row_order=True)
     assert json.loads((out / "_manifests" / "run_date=2026-11-21" / "summary.json").read_text()) == manifest
-
-    # The quality gate fails after writing, with its own exit code.
-    capsys.readouterr()
-    code = run(["--recommendations", recs_path, "--run-date", "2026-11-22", "--fail-below", "10:0.9", *base])
-    assert code == EXIT_QUALITY_GATE
-    assert "quality gate failed: mean NDCG@10" in capsys.readouterr().err
-    assert (out / "_manifests" / "run_date=2026-11-22" / "summary.json").exists()
-    assert per_user("2026-11-22").count() > 0
 
 
 def test_job_reads_the_als_array_layout(spark, tmp_path):
@@ -463,7 +444,8 @@ def test_job_reads_the_als_array_layout(spark, tmp_path):
 
 def test_small_files_go_through_hadoop_as_single_files_on_a_file_uri(spark, suite_inputs, tmp_path, monkeypatch):
     """summary.json, report.html and the partition manifest are single files under their own
-    names on a ``file://`` URI, written through the session's Hadoop FileSystem (spied on)."""
+    names on a ``file://`` URI, written through the session's Hadoop FileSystem (spied on). The
+    runs take their settings from a config file, a flag overriding one of them."""
     from ndcg_spark.job.outputs import files as storage
 
     written = []
@@ -479,11 +461,22 @@ def test_small_files_go_through_hadoop_as_single_files_on_a_file_uri(spark, suit
     monkeypatch.setattr(storage.HadoopFiles, "write_text", spy)
     recs_path, rel_path, _, _ = suite_inputs
     out = tmp_path / "out"
-    args = ["--recommendations", Path(recs_path).as_uri(), "--relevance", Path(rel_path).as_uri(), "--k", "3"]
+    config = tmp_path / "job.toml"
+    config.write_text('k = [3]\ngain = "exponential"\n')
+    args = ["--config", str(config), "--recommendations", Path(recs_path).as_uri(),
+            "--relevance", Path(rel_path).as_uri(), "--gain", "linear"]  # fmt: skip
     for _ in range(2):  # a re-run replaces the files
         assert run([*args, "--output", out.as_uri()]) == EXIT_OK
     assert sorted(os.listdir(out)) == ["_ndcg_spark", "per_user", "report.html", "summary", "summary.json"]
-    assert _manifest(out)["settings"]["output"] == out.as_uri()
+    manifest = _manifest(out)
+    assert manifest["settings"]["output"] == out.as_uri()
+    # The config file's k, the flag's gain over the file's; the figure is the oracle's at k = 3.
+    assert manifest["settings"]["gain"] == "linear"
+    assert [m["k"] for m in manifest["metrics"]] == [3]
+    preds = {1: [1, 6, 2], 2: [4, 1, 5], 3: [1, 2, 3]}
+    rels = {1: {1: 3.0, 2: 2.0, 3: 1.0, 4: 1.0, 5: 1.0}, 2: {1: 2.0, 2: 0.0, 3: 0.0}, 3: {}}
+    expected = sum(reference_ndcg(preds[u], rels[u], 3) for u in preds) / 3
+    assert manifest["metrics"][0]["mean_ndcg"] == pytest.approx(expected, abs=1e-12)
     assert (out / "report.html").read_text().startswith("<!DOCTYPE html>")
     dated = tmp_path / "dated"
     assert run([*args, "--output", dated.as_uri(), "--run-date", "2026-11-22"]) == EXIT_OK
