@@ -50,31 +50,37 @@ def without_seen(recs: DataFrame, seen: DataFrame, opts: EvaluationOptions) -> T
 
 
 def item_table(
-    seen: Optional[DataFrame], items: Optional[DataFrame], opts: EvaluationOptions
+    seen: Optional[DataFrame], items: Optional[DataFrame], names: Sequence[str], opts: EvaluationOptions
 ) -> Tuple[Optional[DataFrame], Optional[DataFrame], Optional[DataFrame]]:
-    """Per item: ``POP`` (interaction rows), ``USERS`` (distinct users), ``HEAD``, and the items
-    table's ``CATEGORY`` and ``UNIT`` (the normalised features); one row of totals
-    (``__nb_rows``, ``__nb_all_users``: self-information and surprisal read them, :func:`self_info`
-    and :func:`surprisal`, where the lists meet the items); and the interacted items alone
-    (``ITEM``, ``POP``, ``USERS``).
+    """Per item, what the per-user metrics ``names`` read of it: ``POP`` (interaction rows) and
+    ``USERS`` (distinct users), ``HEAD``, and the items table's ``CATEGORY`` and ``UNIT`` (the
+    normalised features); one row of totals (``__nb_rows``, ``__nb_all_users``: self-information
+    and surprisal read them, :func:`self_info` and :func:`surprisal`, where the lists meet the
+    items); and the interacted items alone (``ITEM``, ``POP``, ``USERS``: co-occurrence, exposure
+    and the row accounting read them).
 
     ``seen``: :func:`seen_items`. The head: the fewest most popular items whose rows reach
     ``head_share`` of all, the items tied with the last of them included: every item at least as
-    popular as that last one. The interactions are aggregated twice (per item, and the totals),
-    each once: the head reads the per-item rows through windows.
+    popular as that last one. The interactions are aggregated per item once and for the totals
+    once; the head reads the per-item rows through windows (one row per item), not through
+    aggregates crossJoined, each re-reading the interactions. A part no metric of ``names`` reads
+    is left out, so Spark neither plans nor runs it.
     """
     stats = totals = per_item = None
+    wanted = set(names)
     if seen is not None:
         per_item = seen.groupBy(ITEM).agg(F.sum(TIMES).alias(POP), F.count(F.lit(1)).alias(USERS))
+    if per_item is not None and {"novelty", "surprisal"} & wanted:
         # One aggregate of the interactions' rows, one row: joined once, onto the lists' items.
         totals = seen.agg(
             F.sum(TIMES).cast("double").alias("__nb_rows"),
             F.countDistinct(F.col(ident(opts.user_col))).cast("double").alias("__nb_all_users"),
         )
-        # The head's threshold as windows over the per-item rows (one row per item), not a
-        # crossJoin of aggregates each re-reading the interactions: the running sum of the rows
-        # from the most popular down (a RANGE frame: tied items together), and the least
-        # popularity whose running sum reaches head_share of all.
+    if per_item is not None and {"novelty", "surprisal", "popularity", "long_tail_share"} & wanted:
+        stats = per_item
+    if stats is not None and "long_tail_share" in wanted:
+        # The running sum of the rows from the most popular down (a RANGE frame: tied items
+        # together), and the least popularity whose running sum reaches head_share of all.
         running = per_item.selectExpr(
             ITEM,
             POP,
@@ -88,7 +94,8 @@ def item_table(
             USERS,
             f"{POP} >= max(CASE WHEN __nb_run >= {float(opts.head_share)!r}D * __nb_all_rows THEN {POP} END) OVER () AS {HEAD}",
         )
-    if items is not None:
+    similar = opts.similarity in ("category", "features") and {"diversity", "serendipity"} & wanted
+    if items is not None and ("category_diversity" in wanted or similar):
         catalog = items.selectExpr(ITEM, CATEGORY, f"{unit(FEATURES)} AS {UNIT}")
         if stats is None:
             stats = catalog
