@@ -524,7 +524,7 @@ def beyond_accuracy(
         base = _rules.guard_rows(base, "recommendations", alone)
         baseline = _inputs.narrow(base, relevance, alone, item_type)[0].transform(_ranking.ranked_lists, alone)
     per_user = [n for n in names if n in BEYOND_PER_USER]
-    stats, totals, per_item = item_table(seen, items, opts)
+    stats, totals, per_item = item_table(seen, items, per_user, opts)
     history = None
     wants_history = {"unseen_share", "serendipity"}
     if seen is not None and wants_history & set(per_user):

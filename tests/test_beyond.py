@@ -18,6 +18,7 @@ a·d = 1/sqrt(3), c·d = c·e = d·e = 0.
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from chispa import assert_approx_df_equality
@@ -113,6 +114,19 @@ def test_every_metric_per_user_and_k_by_hand(spark, tables):
     ]
     expected = expect(spark, rows, PER_USER).orderBy("user_id", "k")
     assert_approx_df_equality(got(result, PER_USER), expected, precision=1e-12, ignore_nullable=True)
+
+
+def test_the_item_statistics_read_the_interactions_once_each(tables):
+    """Popularity, its users and the head come from one aggregate of the interactions per item (the
+    head through windows over those rows), and novelty's and surprisal's totals from one more: the
+    per-user rows' optimized plan reads the interactions twice, where crossJoins of aggregates,
+    each re-reading them, read them seven times."""
+    result = run(tables, beyond_accuracy=["novelty", "surprisal", "popularity", "long_tail_share"])
+    if not hasattr(result.per_user, "_jdf"):
+        pytest.skip("the optimized plan is read from the JVM (not over Spark Connect)")
+    plan = result.per_user._jdf.queryExecution().optimizedPlan().toString()
+    # The interactions are the one input of two columns, user and item.
+    assert len(re.findall(r"LogicalRDD \[user_id#\d+, item_id#\d+\]", plan)) == 2, plan
 
 
 def test_global_figures_by_hand(spark, tables):

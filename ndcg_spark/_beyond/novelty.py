@@ -20,8 +20,6 @@ from ndcg_spark._beyond.columns import (
     HEAD,
     HISTORY,
     POP,
-    SELF_INFO,
-    SURPRISAL,
     TIMES,
     UNIT,
     USERS,
@@ -52,52 +50,75 @@ def without_seen(recs: DataFrame, seen: DataFrame, opts: EvaluationOptions) -> T
 
 
 def item_table(
-    seen: Optional[DataFrame], items: Optional[DataFrame], opts: EvaluationOptions
+    seen: Optional[DataFrame], items: Optional[DataFrame], names: Sequence[str], opts: EvaluationOptions
 ) -> Tuple[Optional[DataFrame], Optional[DataFrame], Optional[DataFrame]]:
-    """Per item: ``POP`` (interaction rows), ``USERS`` (distinct users), ``SELF_INFO`` (-log2 of its
-    share of the rows), ``SURPRISAL`` (RePlay's: log2(users / its users) / log2(users)), ``HEAD``, and
-    the items table's ``CATEGORY`` and ``UNIT`` (the normalised features); one row of totals
-    (``__nb_rows``, ``__nb_all_users``: the cold items' values read them); and the interacted
-    items alone (``ITEM``, ``POP``, ``USERS``).
+    """Per item, what the per-user metrics ``names`` read of it: ``POP`` (interaction rows) and
+    ``USERS`` (distinct users), ``HEAD``, and the items table's ``CATEGORY`` and ``UNIT`` (the
+    normalised features); one row of totals (``__nb_rows``, ``__nb_all_users``: self-information
+    and surprisal read them, :func:`self_info` and :func:`surprisal`, where the lists meet the
+    items); and the interacted items alone (``ITEM``, ``POP``, ``USERS``: co-occurrence, exposure
+    and the row accounting read them).
 
     ``seen``: :func:`seen_items`. The head: the fewest most popular items whose rows reach
     ``head_share`` of all, the items tied with the last of them included: every item at least as
-    popular as that last one.
+    popular as that last one. The interactions are aggregated per item once and for the totals
+    once; the head reads the per-item rows through windows (one row per item), not through
+    aggregates crossJoined, each re-reading the interactions. A part no metric of ``names`` reads
+    is left out, so Spark neither plans nor runs it.
     """
     stats = totals = per_item = None
+    wanted = set(names)
     if seen is not None:
         per_item = seen.groupBy(ITEM).agg(F.sum(TIMES).alias(POP), F.count(F.lit(1)).alias(USERS))
-        totals = per_item.agg(F.sum(POP).cast("double").alias("__nb_rows")).crossJoin(
-            seen.agg(F.countDistinct(F.col(ident(opts.user_col))).cast("double").alias("__nb_all_users"))
+    if per_item is not None and {"novelty", "surprisal"} & wanted:
+        # One aggregate of the interactions' rows, one row: joined once, onto the lists' items.
+        totals = seen.agg(
+            F.sum(TIMES).cast("double").alias("__nb_rows"),
+            F.countDistinct(F.col(ident(opts.user_col))).cast("double").alias("__nb_all_users"),
         )
-        # The head's threshold from the distinct popularity values (a handful), largest first.
-        by_value = per_item.groupBy(POP).agg((F.col(POP) * F.count(F.lit(1))).alias("__nb_mass"))
-        running = by_value.selectExpr(
-            POP,
-            f"sum(__nb_mass) OVER (ORDER BY {POP} DESC ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS __nb_run",
-        )
-        threshold = (
-            running.crossJoin(totals)
-            .filter(f"__nb_run >= {float(opts.head_share)!r}D * __nb_rows")
-            .agg(F.max(F.col(POP)).alias("__nb_head_pop"))
-        )
-        stats = per_item.crossJoin(F.broadcast(totals.crossJoin(threshold))).selectExpr(
+    if per_item is not None and {"novelty", "surprisal", "popularity", "long_tail_share"} & wanted:
+        stats = per_item
+    if stats is not None and "long_tail_share" in wanted:
+        # The running sum of the rows from the most popular down (a RANGE frame: tied items
+        # together), and the least popularity whose running sum reaches head_share of all.
+        running = per_item.selectExpr(
             ITEM,
             POP,
             USERS,
-            f"-log2(CAST({POP} AS DOUBLE) / __nb_rows) AS {SELF_INFO}",
-            # One user in all: log2(1) = 0 over 0, no surprisal (RePlay's NaN); null, not a
-            # division by zero under ANSI.
-            f"CASE WHEN __nb_all_users > 1 THEN log2(__nb_all_users / {USERS}) / log2(__nb_all_users) ELSE 0.0D END AS {SURPRISAL}",
-            f"{POP} >= __nb_head_pop AS {HEAD}",
+            f"CAST(sum({POP}) OVER () AS DOUBLE) AS __nb_all_rows",
+            f"sum({POP}) OVER (ORDER BY {POP} DESC RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS __nb_run",
         )
-    if items is not None:
+        stats = running.selectExpr(
+            ITEM,
+            POP,
+            USERS,
+            f"{POP} >= max(CASE WHEN __nb_run >= {float(opts.head_share)!r}D * __nb_all_rows THEN {POP} END) OVER () AS {HEAD}",
+        )
+    similar = opts.similarity in ("category", "features") and {"diversity", "serendipity"} & wanted
+    if items is not None and ("category_diversity" in wanted or similar):
         catalog = items.selectExpr(ITEM, CATEGORY, f"{unit(FEATURES)} AS {UNIT}")
         if stats is None:
             stats = catalog
         else:
             stats = stats.join(catalog, on=ITEM, how="full")
     return stats, totals, per_item
+
+
+def self_info(opts: EvaluationOptions) -> str:
+    """SQL: an item's self-information, -log2 of its share of the interaction rows (``POP`` over
+    ``__nb_rows``); a cold item's (no ``POP``) as if seen once, or 0 under ``cold_items = "zero"``
+    (Recommenders' inner join)."""
+    cold = "-log2(1.0D / nullif(__nb_rows, 0.0D))" if opts.cold_items == "once" else "0.0D"
+    return f"coalesce(-log2(CAST({POP} AS DOUBLE) / __nb_rows), {cold})"
+
+
+def surprisal() -> str:
+    """SQL: an item's surprisal weight, RePlay's log2(users / its ``USERS``) / log2(users); a cold
+    item's 1."""
+    # One user in all: log2(1) = 0 over 0, no surprisal (RePlay's NaN); 0, not a division by
+    # zero under ANSI.
+    weight = f"CASE WHEN __nb_all_users > 1 THEN log2(__nb_all_users / {USERS}) / log2(__nb_all_users) ELSE 0.0D END"
+    return f"CASE WHEN {USERS} IS NULL THEN 1.0D ELSE {weight} END"
 
 
 def metrics_at(top: str, k: Optional[int], names: Sequence[str], opts: EvaluationOptions) -> Dict[str, str]:

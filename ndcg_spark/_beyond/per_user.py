@@ -25,8 +25,6 @@ from ndcg_spark._beyond.columns import (
     HEAD,
     POP,
     POS,
-    SELF_INFO,
-    SURPRISAL,
     UNIT,
     cutoff_sql,
     unpacked,
@@ -82,11 +80,11 @@ def per_list(
 
     # A cold item (in no interaction): popularity 0, its self-information as if seen once (or 0
     # under cold_items = "zero", as Recommenders' inner join), surprisal 1 (RePlay), in the tail.
-    cold_info = "-log2(1.0D / nullif(__nb_rows, 0.0D))" if opts.cold_items == "once" else "0.0D"
+    # Self-information and surprisal are computed here, from the one row of totals joined once.
     attrs = (
         f"named_struct('p', {POS}, 'i', {ITEM}, "
-        f"'si', coalesce({col(SELF_INFO, 'CAST(NULL AS DOUBLE)')}, {cold_info if totals is not None else 'CAST(NULL AS DOUBLE)'}), "
-        f"'sw', coalesce({col(SURPRISAL, 'CAST(NULL AS DOUBLE)')}, 1.0D), "
+        f"'si', {novelty.self_info(opts) if totals is not None else 'CAST(NULL AS DOUBLE)'}, "
+        f"'sw', {novelty.surprisal() if totals is not None else '1.0D'}, "
         f"'pop', coalesce({col(POP, 'CAST(NULL AS BIGINT)')}, 0L), "
         f"'h', coalesce({col(HEAD, 'CAST(NULL AS BOOLEAN)')}, false), "
         f"'c', {col(CATEGORY, 'CAST(NULL AS STRING)')}, "

@@ -151,35 +151,26 @@ def cooccurrence_sums(
     the history: the others add exactly 0.0 to every sum. A list without a pair of a kind gets 0.0
     for that kind's sums.
     """
-    struct = "named_struct('p', {p}, 'w', {w}, 'lo', least({a}, {b}), 'hi', greatest({a}, {b}), 'same', {a} = {b})"
-    parts = []
+    struct = "named_struct('kind', {kind}, 'p', {p}, 'w', {w}, 'lo', least({a}, {b}), 'hi', greatest({a}, {b}), 'same', {a} = {b})"
+    kinds = []
+    arrays = []
     if "diversity" in names:
-        pair = struct.format(p="b.p", w="1.0D", a="a.i", b="b.i")
-        parts.append(
-            (
-                0,
-                rows.selectExpr(
-                    *keys,
-                    f"flatten(transform({ATTRS}, a -> transform(filter({ATTRS}, b -> b.p > a.p), b -> {pair}))) AS __nb_pairs",
-                ),
-            )
-        )
+        pair = struct.format(kind=0, p="b.p", w="1.0D", a="a.i", b="b.i")
+        kinds.append(0)
+        arrays.append(f"flatten(transform({ATTRS}, a -> transform(filter({ATTRS}, b -> b.p > a.p), b -> {pair})))")
     if "serendipity" in names:
-        pair = struct.format(p="x.p", w="x.r", a="x.i", b="h")
-        parts.append(
-            (
-                1,
-                rows.filter(f"{HISTORY} IS NOT NULL").selectExpr(
-                    *keys,
-                    f"flatten(transform(filter({ATTRS}, x -> x.r <> 0.0D), x -> transform({HISTORY}, h -> {pair}))) AS __nb_pairs",
-                ),
-            )
+        pair = struct.format(kind=1, p="x.p", w="x.r", a="x.i", b="h")
+        kinds.append(1)
+        # A user without a history has no pair of this kind (an empty array, never a null one).
+        arrays.append(
+            f"flatten(transform(filter({ATTRS}, x -> x.r <> 0.0D AND {HISTORY} IS NOT NULL), "
+            f"x -> transform({HISTORY}, h -> {pair})))"
         )
-    tagged = [df.selectExpr(*keys, f"{kind} AS __nb_kind", "explode(__nb_pairs) AS __nb_pair") for kind, df in parts]
-    pairs = tagged[0] if len(tagged) == 1 else tagged[0].unionByName(tagged[1])
-    pairs = pairs.selectExpr(
+    # Both kinds from one pass over the lists: one array, exploded once.
+    both = arrays[0] if len(arrays) == 1 else f"concat({', '.join(arrays)})"
+    pairs = rows.selectExpr(*keys, f"explode({both}) AS __nb_pair").selectExpr(
         *keys,
-        "__nb_kind",
+        "__nb_pair.kind AS __nb_kind",
         "__nb_pair.p + 1 AS __nb_last",
         "__nb_pair.w AS __nb_w",
         f"__nb_pair.lo AS {LO}",
@@ -192,7 +183,7 @@ def cooccurrence_sums(
     value = f"(__nb_w * CASE WHEN __nb_same THEN 1.0D ELSE coalesce({SIM}, 0.0D) END)"
     sums = []
     for kind, name in ((0, PAIR_SUMS), (1, SEREN_SUMS)):
-        if any(k == kind for k, _ in parts):
+        if kind in kinds:
             cut = ", ".join(_cut_sums(f"(CASE WHEN __nb_kind = {kind} THEN __nb_last END)", value, opts))
             sums.append(F.expr(f"array({cut})").alias(name))
     return joined.groupBy(*[F.col(c) for c in keys]).agg(*sums)
