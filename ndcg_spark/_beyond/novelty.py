@@ -62,8 +62,8 @@ def item_table(
     ``seen``: :func:`seen_items`. The head: the fewest most popular items whose rows reach
     ``head_share`` of all, the items tied with the last of them included: every item at least as
     popular as that last one. The interactions are aggregated per item once and for the totals
-    once; the head reads the per-item rows through windows (one row per item), not through
-    aggregates crossJoined, each re-reading the interactions. A part no metric of ``names`` reads
+    once; the head's threshold is read from the distinct popularity values of the per-item rows, not
+    from aggregates crossJoined, each re-reading the interactions. A part no metric of ``names`` reads
     is left out, so Spark neither plans nor runs it.
     """
     stats = totals = per_item = None
@@ -79,20 +79,21 @@ def item_table(
     if per_item is not None and {"novelty", "surprisal", "popularity", "long_tail_share"} & wanted:
         stats = per_item
     if stats is not None and "long_tail_share" in wanted:
-        # The running sum of the rows from the most popular down (a RANGE frame: tied items
-        # together), and the least popularity whose running sum reaches head_share of all.
-        running = per_item.selectExpr(
-            ITEM,
-            POP,
-            USERS,
-            f"CAST(sum({POP}) OVER () AS DOUBLE) AS __nb_all_rows",
-            f"sum({POP}) OVER (ORDER BY {POP} DESC RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS __nb_run",
+        # The head's threshold from the distinct popularity values (a handful, where a window
+        # over the items would sort the whole catalog in one task), largest first: the least
+        # popularity whose running sum of rows reaches head_share of all (tied items together).
+        by_value = per_item.groupBy(POP).agg((F.col(POP) * F.count(F.lit(1))).alias("__nb_mass"))
+        threshold = (
+            by_value.selectExpr(
+                POP,
+                f"sum(__nb_mass) OVER (ORDER BY {POP} DESC ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS __nb_run",
+                "CAST(sum(__nb_mass) OVER () AS DOUBLE) AS __nb_all_rows",
+            )
+            .filter(f"__nb_run >= {float(opts.head_share)!r}D * __nb_all_rows")
+            .agg(F.max(F.col(POP)).alias("__nb_head_pop"))
         )
-        stats = running.selectExpr(
-            ITEM,
-            POP,
-            USERS,
-            f"{POP} >= max(CASE WHEN __nb_run >= {float(opts.head_share)!r}D * __nb_all_rows THEN {POP} END) OVER () AS {HEAD}",
+        stats = per_item.crossJoin(F.broadcast(threshold)).selectExpr(
+            ITEM, POP, USERS, f"{POP} >= __nb_head_pop AS {HEAD}"
         )
     similar = opts.similarity in ("category", "features") and {"diversity", "serendipity"} & wanted
     if items is not None and ("category_diversity" in wanted or similar):
