@@ -93,7 +93,12 @@ def _run_sample_and_exit() -> None:
 
     from ndcg_spark.job import cli
 
-    spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
     jvm = spark.sparkContext._gateway.proc  # the JVM's process (pyspark.java_gateway)
     with tempfile.TemporaryDirectory() as out, contextlib.redirect_stdout(io.StringIO()):
         code = cli.run(["--config", str(ROOT / "conf" / "sample.toml"), "--output", out, "--report", "false"])
