@@ -526,11 +526,12 @@ def beyond_accuracy(
     per_user = [n for n in names if n in BEYOND_PER_USER]
     stats, totals, per_item = item_table(seen, items, per_user, opts)
     history = None
-    wants_history = {"unseen_share", "serendipity"}
+    # The histories: read by these metrics, and the co-occurrence count's pairs (diversity's too).
+    wants_history = {"unseen_share", "serendipity"} | ({"diversity"} if opts.similarity == "cooccurrence" else set())
     if seen is not None and wants_history & set(per_user):
-        history = history_table(seen, items, opts)
+        history = history_table(seen, items, opts, bounded="serendipity" in per_user)
     if per_user:
-        metrics = per_list(lists, judged, stats, totals, history, baseline, per_user, opts, seen, per_item)
+        metrics = per_list(lists, judged, stats, totals, history, baseline, per_user, opts, per_item)
         scored = attach(scored, metrics, history, per_user, opts)
     exposed_lists = _inputs.with_user_attributes(segments_unpacked(lists), user_attributes, opts)
     exposed = exposure(exposed_lists, opts)

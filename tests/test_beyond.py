@@ -24,6 +24,7 @@ import pytest
 from chispa import assert_approx_df_equality
 
 from ndcg_spark import ConfigError, EvaluationOptions, evaluate
+from ndcg_spark._beyond import similarity
 from ndcg_spark.errors import InputDataError, RowCheckFailed, as_error
 
 L = math.log2
@@ -114,6 +115,31 @@ def test_every_metric_per_user_and_k_by_hand(spark, tables):
     ]
     expected = expect(spark, rows, PER_USER).orderBy("user_id", "k")
     assert_approx_df_equality(got(result, PER_USER), expected, precision=1e-12, ignore_nullable=True)
+
+
+@pytest.mark.parametrize("paired", [0, 2])
+def test_cooccurrence_counted_through_the_items_users_gives_the_same_cosines(spark, tables, monkeypatch, paired):
+    """Histories longer than PAIRED_HISTORY are counted through their items' users, not paired
+    within themselves: at 2 only user 6's {b, c, z} (the one user holding b and c together: b·c =
+    1/2), at 0 every history. Diversity and serendipity are the hand values either way."""
+    monkeypatch.setattr(similarity, "PAIRED_HISTORY", paired)
+    result = run(tables, beyond_accuracy=["diversity", "serendipity"], similarity="cooccurrence")
+    ser_c = (1 - (1 / S6 + 0.5) / 2) * 2.0
+    ser_a = (1 - (1 + 1 / S6) / 2) * 1.0
+    rows = [
+        (1, 2, 1.0, ser_c / 2),
+        (1, None, 1.0, ser_c / 3),
+        (2, 2, None, ser_a),
+        (2, None, None, ser_a),
+        (4, 2, 1 - 0.5, None),
+        (4, None, 1 - 0.5, None),
+        (5, 2, None, None),
+        (5, None, None, None),
+    ]
+    expected = expect(spark, rows, ["diversity", "serendipity"]).orderBy("user_id", "k")
+    assert_approx_df_equality(
+        got(result, ["diversity", "serendipity"]), expected, precision=1e-12, ignore_nullable=True
+    )
 
 
 def test_the_item_statistics_read_the_interactions_once_each(tables):

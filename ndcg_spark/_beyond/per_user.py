@@ -51,7 +51,6 @@ def per_list(
     baseline: Optional[DataFrame],
     names: Sequence[str],
     opts: EvaluationOptions,
-    seen: Optional[DataFrame] = None,
     per_item: Optional[DataFrame] = None,
 ) -> DataFrame:
     """One row per (list, k): the list's keys (``SEGMENT`` packed, or the segment columns), ``k``
@@ -59,8 +58,8 @@ def per_list(
 
     ``lists``: the ranked lists (keys, ``ITEMS``); ``judged``: the judged lists on the same keys;
     ``history``: :func:`history_table`; ``baseline``: the baseline's ranked lists on the user;
-    ``seen`` and ``per_item``: the interactions' distinct (user, item) and each item's users, for
-    co-occurrence (:func:`ndcg_spark._beyond.similarity.cooccurrence`).
+    ``per_item``: each item's users, for co-occurrence (with the histories:
+    :func:`ndcg_spark._beyond.similarity.cooccurrence`).
     """
     names = [n for n in names if n in BEYOND_PER_USER]
     keys = list_keys(lists.columns, opts)  # quoted, for SQL text
@@ -108,12 +107,12 @@ def per_list(
             *keys,
             f"transform({ATTRS}, x -> named_struct('p', x.p, 'i', x.i, 'si', x.si, 'sw', x.sw, 'pop', x.pop, 'h', x.h, 'c', x.c, 'f', x.f, 'r', {relevance})) AS {ATTRS}",
         )
-    if history is not None:
+    if history is not None and {"unseen_share", "serendipity"} & set(names):
         rows = rows.join(history, on=opts.user_col, how="left")
     if baseline is not None:
         rows = rows.join(baseline.selectExpr(user, f"{ITEMS} AS {BASELINE}"), on=opts.user_col, how="left")
     if opts.similarity == "cooccurrence" and {"diversity", "serendipity"} & set(names):
-        sums = similarity.cooccurrence_sums(rows, seen, per_item, keys, names, opts)
+        sums = similarity.cooccurrence_sums(rows, history, per_item, keys, names, opts)
         rows = rows.join(sums, on=raw, how="left")
     per_k = [
         f"named_struct('k', {cutoff_sql(k)}, "
