@@ -15,6 +15,7 @@ from chispa import assert_approx_df_equality, assert_df_equality
 
 from ndcg_spark import evaluate
 from ndcg_spark.job import run
+from ndcg_spark.job.commands.evaluate import RUN_SETTINGS
 from ndcg_spark.job.exits import EXIT_CONFIG, EXIT_INPUT, EXIT_OK
 from tests.helpers import reference_ndcg, trec_expected, trec_tables
 
@@ -226,12 +227,18 @@ def test_readme_sample_command_end_to_end(tmp_path):
     _assert_readme_sample(stdout, out)
 
 
-def test_readme_sample_figures_in_process(tmp_path, capsys):
+def test_readme_sample_figures_in_process(spark, tmp_path, capsys):
     """The README's sample run in this process (the quick tier's; a fresh process's run is the
-    test above): the table, row accounting and manifest the README shows."""
+    test above): the table, row accounting and manifest the README shows. The session's own
+    settings are as they were after the run, those the run changes (RUN_SETTINGS) included."""
+    before = {key: spark.conf.get(key, None) for key in RUN_SETTINGS}
+    spark.conf.set("spark.sql.codegen.hugeMethodLimit", "60000")
     out = tmp_path / "sample"
     assert run(["--config", str(ROOT / "conf" / "sample.toml"), "--output", str(out)]) == EXIT_OK
     _assert_readme_sample(capsys.readouterr().out, out)
+    assert spark.conf.get("spark.sql.codegen.hugeMethodLimit") == "60000"
+    spark.conf.unset("spark.sql.codegen.hugeMethodLimit")
+    assert {key: spark.conf.get(key, None) for key in RUN_SETTINGS} == before
 
 
 def _assert_readme_sample(stdout: str, out: Path) -> None:
