@@ -256,9 +256,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"[{time.perf_counter() - started:7.1f}s] {msg}", file=sys.stderr, flush=True)
 
     spark = session(args)
-    # The session as the job runs it (ndcg_spark.job.commands.evaluate.RUN_SETTINGS: among them, no
+    # The session as the job runs it (ndcg_spark.job.commands.protocol.RUN_SETTINGS: among them, no
     # whole-stage code generation for a stage whose generated method the JVM would not compile).
-    from ndcg_spark.job.commands.evaluate import RUN_SETTINGS
+    from ndcg_spark.job.commands.protocol import RUN_SETTINGS
 
     for key, value in RUN_SETTINGS.items():
         spark.conf.set(key, value)

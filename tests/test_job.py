@@ -15,7 +15,7 @@ from chispa import assert_approx_df_equality, assert_df_equality
 
 from ndcg_spark import evaluate
 from ndcg_spark.job import run
-from ndcg_spark.job.commands.evaluate import RUN_SETTINGS
+from ndcg_spark.job.commands.protocol import RUN_SETTINGS
 from ndcg_spark.job.exits import EXIT_CONFIG, EXIT_INPUT, EXIT_OK
 from tests.helpers import reference_ndcg, trec_expected, trec_tables
 

@@ -4,7 +4,6 @@ report and the manifest through the run protocol (:mod:`.protocol`)."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
 from typing import Any, Dict, List, Optional
 
@@ -45,42 +44,7 @@ def main(spark, config: EvaluateConfig) -> RunResult:
 
 def command(spark, config: EvaluateConfig) -> protocol.Ran:
     """:func:`main`, with what MLflow logs read back from the output (:class:`~.protocol.Ran`)."""
-    with run_settings(spark):
-        return protocol.run(spark, config, _evaluate)
-
-
-#: The session settings of the job's run (each restored after it), and why.
-#:
-#: - ``spark.sql.execution.useObjectHashAggregateExec = false``: the lists collected by sort-based
-#:   aggregation. Spark's hash aggregation of ``collect_list`` falls back to sorting past 128 users
-#:   a task, spilling on both sides of the shuffle, and the join then sorts the judged lists once
-#:   more; sorted first, they are aggregated in the join's order: at 400,000 users the run spills
-#:   1,092 MB where it spilled 1,731 MB (P: 1,240 MB) for the same task CPU (docs/benchmarks.md).
-#: - ``spark.sql.codegen.hugeMethodLimit = 8000``: a stage whose generated code holds a method
-#:   past 8,000 bytes of bytecode (the JVM never compiles such a method: it runs interpreted) is
-#:   run without whole-stage code generation instead (Spark's default limit, 65,535, is the class
-#:   file's). The scoring's stage passes it with several cutoffs (8,632 bytes at k = 5, 10, 20 and
-#:   the whole list) and the per-user beyond-accuracy metrics with most of them asked (11,033 bytes
-#:   at one cutoff): at 100,000 users, NDCG at those four cutoffs took 14.2-14.4 s of task CPU
-#:   against 18.3-21.2 s, and every beyond-accuracy metric (category similarity, k = 10) 63.9-65.0 s
-#:   against 105.7-113.1 s (docs/benchmarks.md).
-RUN_SETTINGS = {
-    "spark.sql.execution.useObjectHashAggregateExec": "false",
-    "spark.sql.codegen.hugeMethodLimit": "8000",
-}
-
-
-@contextlib.contextmanager
-def run_settings(spark):
-    """:data:`RUN_SETTINGS` for the run, the session's own settings restored after."""
-    before = {key: spark.conf.get(key, None) for key in RUN_SETTINGS}
-    for key, value in RUN_SETTINGS.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in before.items():
-            spark.conf.unset(key) if value is None else spark.conf.set(key, value)
+    return protocol.run(spark, config, _evaluate)
 
 
 def _evaluate(spark, config: EvaluateConfig, stage: Stage, runs: Runs) -> RunResult:

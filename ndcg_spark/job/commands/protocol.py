@@ -11,6 +11,7 @@ published, so the previous result stays as it was; a failed run is noted by the 
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional
@@ -21,6 +22,39 @@ from ndcg_spark.job.outputs import kinds
 from ndcg_spark.job.outputs.contract import new_run_id
 from ndcg_spark.job.outputs.files import check_connect
 from ndcg_spark.job.result import Published, RunResult
+
+#: The session settings of a command's computation (each restored after it), and why.
+#:
+#: - ``spark.sql.execution.useObjectHashAggregateExec = false``: the lists collected by sort-based
+#:   aggregation. Spark's hash aggregation of ``collect_list`` falls back to sorting past 128 users
+#:   a task, spilling on both sides of the shuffle, and the join then sorts the judged lists once
+#:   more; sorted first, they are aggregated in the join's order: at 400,000 users the run spills
+#:   1,092 MB where it spilled 1,731 MB (P: 1,240 MB) for the same task CPU (docs/benchmarks.md).
+#: - ``spark.sql.codegen.hugeMethodLimit = 8000``: a stage whose generated code holds a method
+#:   past 8,000 bytes of bytecode (the JVM never compiles such a method: it runs interpreted) is
+#:   run without whole-stage code generation instead (Spark's default limit, 65,535, is the class
+#:   file's). The scoring's stage passes it with several cutoffs (8,632 bytes at k = 5, 10, 20 and
+#:   the whole list) and the per-user beyond-accuracy metrics with most of them asked (11,033 bytes
+#:   at one cutoff): at 100,000 users, NDCG at those four cutoffs took 14.2-14.4 s of task CPU
+#:   against 18.3-21.2 s, and every beyond-accuracy metric (category similarity, k = 10) 63.9-65.0 s
+#:   against 105.7-113.1 s (docs/benchmarks.md).
+RUN_SETTINGS = {
+    "spark.sql.execution.useObjectHashAggregateExec": "false",
+    "spark.sql.codegen.hugeMethodLimit": "8000",
+}
+
+
+@contextlib.contextmanager
+def run_settings(spark):
+    """:data:`RUN_SETTINGS` for the run, the session's own settings restored after."""
+    before = {key: spark.conf.get(key, None) for key in RUN_SETTINGS}
+    for key, value in RUN_SETTINGS.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            spark.conf.unset(key) if value is None else spark.conf.set(key, value)
 
 
 def refuse_before_spark(config) -> None:
@@ -81,7 +115,8 @@ def publish_run(spark, config, sink: Any, compute: Callable) -> RunResult:
                 held.ensure()
 
             try:
-                computed = compute(spark, config, stage, sink.runs())
+                with run_settings(spark):
+                    computed = compute(spark, config, stage, sink.runs())
                 published = Published(run_id, sink.root, held.broke, **stage.describe())
                 result = computed.finished(published, round(time.time() - started, 3))
                 progress.phase("publishing")
