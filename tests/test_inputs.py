@@ -235,7 +235,10 @@ def test_job_mixed_parquet_and_csv_with_a_schema_in_the_config(spark, tmp_path):
 def test_a_missing_file_named_without_a_slash_is_said_to_be_taken_for_a_table(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)  # recs.csv would be a file here, if it existed
     _write(tmp_path / "rel.csv", REL_CSV)
-    argv = ["--recommendations", "recs.csv", "--relevance", "./rel.csv", "--format", "csv", "--output", "out"]
+    # The output by its whole path: this process's JVM resolves a relative one against the directory
+    # it started in (the checkout, where the README's sample run leaves out/sample), not tmp_path.
+    out = str(tmp_path / "out")
+    argv = ["--recommendations", "recs.csv", "--relevance", "./rel.csv", "--format", "csv", "--output", out]
     assert run(argv) == EXIT_INPUT
     assert _err_lines(capsys) == [
         "ndcg-spark: error: cannot read recommendations 'recs.csv' as a table: it does not exist; a name without "
