@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,14 @@ os.environ["SPARK_SUBMIT_OPTS"] = f"{_OWN_OPTS} {QUICK_JVM} {class_archive.flags
 # The job's progress lines off (its one error line is what most tests read on stderr); the tests
 # of the progress lines turn them on.
 os.environ["NDCG_SPARK_QUIET"] = "1"
+# Spark's scratch folders (each JVM's copies of --jars, 600 MB with the S3 SDK; block files) in one
+# folder of this run's, removed when the run ends: a JVM killed by a test never deletes its own,
+# and left in /tmp they filled the disk after a few runs. Made once by the run's first process;
+# pytest-xdist's workers and every job started in a process of its own inherit it.
+if "SPARK_LOCAL_DIRS" not in os.environ:
+    os.environ["SPARK_LOCAL_DIRS"] = _SCRATCH = tempfile.mkdtemp(prefix="ndcg-spark-tests-")
+else:
+    _SCRATCH = None
 
 
 #: The files that take longest (their tests' summed durations in a ``--durations=0`` run), longest
@@ -72,6 +82,11 @@ def pytest_configure(config):
     if class_archive.enabled() and not class_archive.archive_path().is_file():
         class_archive.make(QUICK_JVM)
         os.environ["SPARK_SUBMIT_OPTS"] = f"{_OWN_OPTS} {QUICK_JVM} {class_archive.flags()}".strip()
+
+
+def pytest_unconfigure(config):
+    if _SCRATCH is not None:
+        shutil.rmtree(_SCRATCH, ignore_errors=True)
 
 
 def pytest_report_header(config):
