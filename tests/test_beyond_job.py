@@ -240,3 +240,29 @@ def test_tables_named_as_their_systems_name_them_are_read_and_accounted(spark, t
         "ndcg-spark: error: interactions table has no column 'user', which interactions_user_col names "
         "(it has: userId, movieId, rating)"
     )
+
+
+def test_tables_read_by_the_global_figures_alone_are_accounted_and_the_run_ends(spark, tmp_path, capsys):
+    """Interactions and items read only by catalog coverage (no per-user metric reads them): the
+    run ends, exit 0, each table read = used in summary.json. Their counts are passes of their
+    own: an observation on a table the global figures alone read is never reported, and waiting
+    for it waited for ever (the run is watched from another thread, so a wait fails the test)."""
+    import json
+    import threading
+
+    (tmp_path / "recs.csv").write_text("user_id,item_id,score\n1,a,2\n1,b,1\n2,c,1\n")
+    (tmp_path / "rel.csv").write_text("user_id,item_id,relevance\n1,a,1\n2,c,1\n")
+    (tmp_path / "inter.csv").write_text("user_id,item_id\n1,a\n2,a\n3,a\n3,b\n")
+    (tmp_path / "items.csv").write_text("item_id,category\na,x\nb,y\nc,x\nd,y\n")
+    args = ["--recommendations", str(tmp_path / "recs.csv"), "--relevance", str(tmp_path / "rel.csv")]
+    args += ["--interactions", str(tmp_path / "inter.csv"), "--items", str(tmp_path / "items.csv")]
+    args += ["--format", "csv", "--k", "2", "--beyond-accuracy", "catalog_coverage", "--output", str(tmp_path / "out")]
+    ended = {}
+    runner = threading.Thread(target=lambda: ended.setdefault("rc", run(args)), daemon=True)
+    runner.start()
+    runner.join(240)
+    assert ended == {"rc": EXIT_OK}, "the run did not end within 4 minutes"
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["rows"]["interactions"] == {"read": 4, "used": 4, "set_aside": {}}
+    assert summary["rows"]["items"] == {"read": 4, "used": 4, "set_aside": {}}
+    assert summary["metrics"][0]["catalog_coverage"] == 3 / 4  # a, b, c of the catalog a, b, c, d

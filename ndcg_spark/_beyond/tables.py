@@ -17,12 +17,12 @@ from pyspark.sql import types as T
 
 from ndcg_spark._beyond.columns import CATEGORY, FEATURES, POP
 from ndcg_spark._columns import ITEM, ITEMS
-from ndcg_spark._counts import RowCount, counted
+from ndcg_spark._counts import RowCount, counted, counted_apart
 from ndcg_spark._inputs import INTEGRAL_TYPES, as_rows, common_item_type
 from ndcg_spark._rules import RowRule, key_text, recommendation_rules
 from ndcg_spark._sql import ident, string_literal
 from ndcg_spark.errors import COLUMN_TYPE, MISSING_COLUMN, TYPES_DIFFER, ConfigError, InputDataError, input_check
-from ndcg_spark.options import BEYOND_METRICS, TABLE_COLUMNS, EvaluationOptions
+from ndcg_spark.options import BEYOND_METRICS, BEYOND_PER_USER, TABLE_COLUMNS, EvaluationOptions
 
 TABLES = ("interactions", "items", "baseline_recommendations")
 
@@ -186,10 +186,18 @@ def counted_tables(tables: Tables, names: Sequence[str], opts: EvaluationOptions
     'array' baseline counts one row per recommended item, as the recommendations do."""
     read: Dict[str, RowCount] = {}
     interactions = items = baseline = None
+    # Observed only where a per-user metric reads the table: the per-user figures' pass reports
+    # the observation. Read by the global figures alone, the observation never reports (Spark
+    # leaves it out of what that pass collects) and its count would wait for ever: counted apart.
+    on_the_pass = {need for name in names if name in BEYOND_PER_USER for need in needs(name, opts)}
+
+    def count(df: DataFrame, table: str) -> Tuple[DataFrame, RowCount]:
+        return counted(df) if table in on_the_pass else counted_apart(df)
+
     if names and tables.interactions is not None:
-        interactions, read["interactions"] = counted(tables.interactions)
+        interactions, read["interactions"] = count(tables.interactions, "interactions")
     if names and tables.items is not None:
-        items, read["items"] = counted(tables.items)
+        items, read["items"] = count(tables.items, "items")
     if tables.baseline is not None and "unexpectedness" in names:
         baseline, read["baseline_recommendations"] = counted(as_rows(tables.baseline, replace(opts, group_by=())))
     return Tables(interactions, items, baseline), read
