@@ -242,7 +242,7 @@ def test_tables_named_as_their_systems_name_them_are_read_and_accounted(spark, t
     )
 
 
-def test_tables_read_by_the_global_figures_alone_are_accounted_and_the_run_ends(spark, tmp_path, capsys):
+def test_tables_read_by_the_global_figures_alone_are_accounted_and_the_run_ends(spark, tmp_path):
     """Interactions and items read only by catalog coverage (no per-user metric reads them): the
     run ends, exit 0, each table read = used in summary.json. Their counts are passes of their
     own: an observation on a table the global figures alone read is never reported, and waiting
