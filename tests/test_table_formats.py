@@ -12,7 +12,7 @@ Run with the jars fetched (``scripts/fetch_jars.sh``), on PySpark 3.5 or 4.1::
     .venv41/bin/python -m pytest -q -n 0 -m formats tests/test_table_formats.py
 
 The main suite leaves these tests out (``tests/conftest.py`` deselects the ``formats`` marker
-unless ``-m`` names it); ``.ci/run`` runs them in a stage of their own.
+unless ``-m`` names it); ``.ci/run`` runs them in each Spark line's stage (``-m`` naming them).
 """
 
 from __future__ import annotations
