@@ -39,10 +39,11 @@ else:
 #: (``--dist loadfile --no-loadscope-reorder``, pyproject.toml): started first, the long ones end
 #: beside each other and the short ones fill the gaps, so both workers finish together.
 LONGEST_FIRST = (
-    # The formats' and S3's stages of .ci/run (a Spark line each): the kill chains' file on one
-    # worker, the in-process formats file and then the job on S3 on the other.
+    # The Spark lines' stages of .ci/run with the formats: their longest files spread over the two
+    # workers (the kill chains on this disk and on S3, the in-process formats file, the job on S3).
     "test_table_format_processes.py",
     "test_table_formats.py",
+    "test_table_formats_on_s3.py",
     "test_object_store.py",
     "test_cluster.py",
     "test_beyond_movielens.py",

@@ -101,9 +101,28 @@ def settings(setup: str, base: Path) -> Dict[str, str]:
     raise ValueError(setup)
 
 
-def conf_flags(setup: str, base: Path) -> List[str]:
-    """The setup as the job's ``--conf`` flags (a job in a process of its own)."""
-    return [flag for key, value in settings(setup, base).items() for flag in ("--conf", f"{key}={value}")]
+def on_store(conf: Dict[str, str], store) -> Dict[str, str]:
+    """A setup's settings with its tables on an S3 store (:class:`tests.object_store.Store`): the
+    warehouses on ``s3a://`` and S3A's settings as a team passes them (docs/cluster.md); the
+    metastore (Derby) and Iceberg's JDBC catalog (SQLite) stay where they were, as a team's
+    metastore service does. Delta takes its S3 log store (one writer at a time) by the scheme."""
+    from tests import object_store
+
+    return {
+        **conf,
+        **object_store.settings(store.endpoint),
+        "spark.jars": ",".join(jars() + object_store.jars()),
+        "spark.sql.warehouse.dir": store.url("warehouse"),
+        "spark.sql.catalog.lake.warehouse": store.url("lake"),
+        "spark.sql.catalog.hadoop.warehouse": store.url("hadoop"),
+    }
+
+
+def conf_flags(setup: str, base: Path, store=None) -> List[str]:
+    """The setup as the job's ``--conf`` flags (a job in a process of its own), its tables on
+    ``store`` when one is given."""
+    conf = settings(setup, base) if store is None else on_store(settings(setup, base), store)
+    return [flag for key, value in conf.items() for flag in ("--conf", f"{key}={value}")]
 
 
 def session(setup: str, base: Path):

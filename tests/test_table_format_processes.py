@@ -5,122 +5,33 @@ pytest-xdist runs its JVMs beside that file's in-process tests (``--dist loadfil
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from ndcg_spark.job.exits import EXIT_OK
-from tests import formats
-from tests.publishing import DATE, ROOT, WAIT, kill_group
+from tests import formats, kill_chains
+from tests.kill_chains import FORMAT, make_inputs
+from tests.publishing import DATE
 
 pytestmark = [pytest.mark.formats, pytest.mark.job]
-
-FORMAT = {"iceberg": "iceberg", "delta": "delta"}
 
 
 # ----------------------------------------------------------------------------- processes of their own
 
 
-def start_faulted(setup_name, base, cwd, family, step, first=False, model="good"):
-    """The job on the setup's own metastore (under ``base``) in a process of its own, started in
-    ``cwd``, paused at ``step`` (:mod:`tests.table_faults`)."""
-    job = [*table_args_for(base, family, model), "--output-table-format", FORMAT[setup_name],
-           *formats.conf_flags(setup_name, base)]  # fmt: skip
-    cmd = [sys.executable, "-m", "tests.table_faults", str(base / "seen.json"), step, str(base / "paused"),
-           *(["--first"] if first else []), "--", *job]  # fmt: skip
-    env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "PYTHONPATH": str(ROOT)}
-    cwd.mkdir(parents=True, exist_ok=True)
-    return subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)  # fmt: skip
-
-
-def table_args_for(base, family, model):
-    inputs = base.parent / "inputs"
-    return ["--recommendations", str(inputs / model), "--relevance", str(inputs / "rel"), "--format", "json",
-            "--output-table", family, "--k", "3,5", "--run-date", DATE, "--conf", "spark.sql.shuffle.partitions=2"]  # fmt: skip
-
-
-#: Where the kill chain's processes are SIGKILLed: after the per-user rows' commit, after the
-#: summary's, right after the runs row (the night's flip); then a plain retry runs to its end.
-KILLS = ("written:per_user", "written:summary", "published", "-")
-
-
 @pytest.mark.process
-@pytest.mark.parametrize(
-    "setup_name, family",
-    [("iceberg", "default.ndcg"), ("delta", "default.ndcg"), ("iceberg", "lake.ev.ndcg")],
-    ids=["iceberg", "delta", "iceberg-jdbc-catalog"],
-)
-def test_sigkills_at_each_commit_leave_whole_nights_and_a_plain_retry_completes(setup_name, family, tmp_path):
-    """A night published, then its re-runs SIGKILLed at each commit, each process started from
-    another working directory: every reader sees the old night or the new one, whole; each next
-    run breaks the dead run's lock (it lives with the tables, not in the working directory), and
-    a plain retry completes with only its own rows kept. In the session catalog, and in Iceberg's
-    JDBC catalog under its own name (``lake.ev.ndcg``: its views are the catalog's own)."""
-    reason = formats.missing()
-    if reason is not None:
-        pytest.skip(reason)
-    inputs = tmp_path / "inputs"
-    make_inputs(inputs)
-    base = tmp_path / "metastore"
-    base.mkdir()
-    seen, errs = [], []
-    for i, step in enumerate(KILLS):
-        proc = start_faulted(setup_name, base, tmp_path / f"cwd{i}", family, step, first=i == 0)
-        if step == "-":
-            out, err = proc.communicate(timeout=WAIT)
-            assert proc.returncode == 0, err[-3000:]
-        else:
-            deadline = time.time() + WAIT
-            while not (base / "paused").exists():
-                if proc.poll() is not None or time.time() > deadline:
-                    kill_group(proc) if proc.poll() is None else None
-                    pytest.fail(f"the job did not reach {step}: {proc.stderr.read()[-3000:]}")
-                time.sleep(0.2)
-            kill_group(proc)
-            err = proc.stderr.read()
-            (base / "paused").unlink()
-        errs.append(err)
-        seen.append(json.loads((base / "seen.json").read_text()))
-        assert not (tmp_path / f"cwd{i}" / "spark-warehouse").exists()  # nothing in the working directory
-    first = seen[0]
-    assert first["before"] == {} and first["first"] == EXIT_OK
-    night1 = first["paused"]  # at the first kill: the first night, whole
-    for record in seen:
-        for at in ("before", "paused", "after"):
-            if at not in record or not record[at]:
-                continue
-            view = record[at]
-            ((date, shown, n),) = view["per_user"]
-            assert view["summary"] == [[date, shown, 2]] and view["runs"] == [[date, shown, 1]] and n == 60, (at, view)
-            assert view["figures"] == night1["figures"]
-    # The dead runs' locks were broken by the next run, wherever it was started from.
-    for err in errs[1:]:
-        assert "breaking the lock of run" in err, err[-2000:]
-    # Killed before the flip: the old night shown; right after it: the new one.
-    assert seen[1]["before"]["runs"] == night1["runs"] and seen[2]["before"]["runs"] == night1["runs"]
-    assert seen[3]["before"]["runs"] != night1["runs"]
-    # The retry kept only its own rows.
-    final = seen[3]["after"]
-    (current,) = {r[1] for r in final["runs"]}
-    for member in ("per_user", "summary", "runs"):
-        assert final[f"{member}_data"] == [f"run_date={DATE}/run_id={current}"], member
-
-
-def make_inputs(folder: Path) -> None:
-    """The in-process setup's inputs as JSON lines (``--format json``), written without a JVM."""
-    recs = [(u, f"i{j}", float(10 - j)) for u in range(1, 31) for j in range(6)]
-    rel = [(u, f"i{j}", float((u + j) % 4)) for u in range(1, 31) for j in range(0, 8, 2)]
-    for name, rows, value in (("good", recs, "score"), ("rel", rel, "relevance")):
-        (folder / name).mkdir(parents=True)
-        lines = [json.dumps({"user_id": u, "item_id": i, value: v}) for u, i, v in rows]
-        (folder / name / "part-0.json").write_text("\n".join(lines) + "\n")
+@pytest.mark.parametrize("setup_name", formats.SETUPS)
+def test_sigkills_at_each_commit_leave_whole_nights_and_a_plain_retry_completes(setup_name, tmp_path):
+    """A night published in the session catalog, its re-runs SIGKILLed at each commit, then a plain
+    retry (:func:`tests.kill_chains.kill_chain`): readers see a whole night at every kill, the next
+    run breaks the dead run's lock wherever it is started from, the retry keeps only its own rows.
+    (Iceberg's JDBC catalog under its own name, and Delta with its S3 log store: on S3,
+    tests/test_table_formats_on_s3.py.)"""
+    kill_chains.kill_chain(setup_name, "default.ndcg", tmp_path)
 
 
 CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
