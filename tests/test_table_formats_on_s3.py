@@ -6,8 +6,8 @@ its files through Hadoop's file IO over ``s3a://``; a JDBC catalog commits by a 
 rename) and Delta's session catalog (its commits through Delta's S3 log store, the default for
 ``s3a://``: one writer at a time, which the job's lock gives).
 
-Spark 4.1 only (its Hadoop, 3.4.2, has S3A's conditional put for the lock): a file of its own so
-that pytest-xdist runs it beside ``tests/test_table_format_processes.py``'s chains.
+CI runs it on Spark 4.1 (its Hadoop, 3.4.2, has S3A's conditional put for the lock): a file of its
+own so that pytest-xdist runs it beside ``tests/test_table_format_processes.py``'s chains.
 """
 
 from __future__ import annotations
