@@ -5,7 +5,7 @@ Per user and k the two NDCG values are paired (``candidate - baseline``); per se
 summary reports both means, the mean paired difference with its 95% interval, a paired t-test
 p-value and wins / ties / losses. The per-user pairing and every sum run in Spark; only the
 small per-(segment, k) summary is collected to turn t statistics into p-values. The pairing of
-two evaluations and its summary are :mod:`ndcg_spark._comparison`'s; this module holds the entry
+two evaluations and its summary are :mod:`ndcg_spark._comparison.pairing`'s; this module holds the entry
 points and the many-models comparison.
 """
 
@@ -19,11 +19,12 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ndcg_spark import _metrics, _stats
-from ndcg_spark._comparison import ComparisonResult, paired, with_beyond_t_tests
-from ndcg_spark._counts import RowCount, counted
-from ndcg_spark._sql import ident
-from ndcg_spark._stats import adjust_p_values, with_t_test
+from ndcg_spark._comparison import statistics as _stats
+from ndcg_spark._comparison.pairing import ComparisonResult, paired, with_beyond_t_tests
+from ndcg_spark._comparison.statistics import adjust_p_values, with_t_test
+from ndcg_spark._metrics import accuracy as _metrics
+from ndcg_spark._spark.counts import RowCount, counted
+from ndcg_spark._spark.sql import ident
 from ndcg_spark.errors import ConfigError, InputDataError, input_errors
 from ndcg_spark.evaluation import EvaluationResult, Tables, evaluate_counted
 from ndcg_spark.options import EvaluationOptions, resolve

@@ -11,7 +11,7 @@ failure from another without reading its words. What a failure means to a proces
   ``RuntimeException`` with the message on Spark 3.5).
 * Out of Spark: :func:`as_error` turns any exception (classic ``pyspark.errors``, Spark
   Connect's, a raw Py4J error) into one of these errors, by the error conditions and message
-  parameters Spark attaches (:mod:`ndcg_spark._failures` reads them), and :func:`first_line`
+  parameters Spark attaches (:mod:`ndcg_spark._spark.failures` reads them), and :func:`first_line`
   gives any exception as one line.
 """
 
@@ -21,17 +21,24 @@ import re
 from contextlib import contextmanager
 from typing import Any, Dict, Iterator, Mapping, Optional
 
-from ndcg_spark._failures import INPUT_ERROR_TAG, condition_message, condition_of, row_check, spark_failures, spark_text
+from ndcg_spark._spark.failures import (
+    INPUT_ERROR_TAG,
+    condition_message,
+    condition_of,
+    row_check,
+    spark_failures,
+    spark_text,
+)
 
 # Read from this module by name (the job, the tests): where they are written, kept importable here.
-from ndcg_spark._failures import QUOTED as QUOTED
-from ndcg_spark._failures import connect_gone as connect_gone
-from ndcg_spark._failures import java_texts as java_texts
-from ndcg_spark._failures import malformed_row as malformed_row
-from ndcg_spark._failures import python_causes as python_causes
-from ndcg_spark._failures import refused_file as refused_file
-from ndcg_spark._failures import spark_gone as spark_gone
-from ndcg_spark._failures import unreadable_parquet as unreadable_parquet
+from ndcg_spark._spark.failures import QUOTED as QUOTED
+from ndcg_spark._spark.failures import connect_gone as connect_gone
+from ndcg_spark._spark.failures import java_texts as java_texts
+from ndcg_spark._spark.failures import malformed_row as malformed_row
+from ndcg_spark._spark.failures import python_causes as python_causes
+from ndcg_spark._spark.failures import refused_file as refused_file
+from ndcg_spark._spark.failures import spark_gone as spark_gone
+from ndcg_spark._spark.failures import unreadable_parquet as unreadable_parquet
 
 #: The library's error conditions beyond each class's own, with their parameters (docs/conventions.md).
 ROW_CHECK = "INVALID_INPUT.ROW_CHECK"  # check: the check's words, naming the row

@@ -1,25 +1,25 @@
 """``evaluate``: per-user CG, DCG, IDCG and NDCG@k, and their summary, as lazy DataFrames.
 
 The stages, each a module of its own that writes columns of the contract
-(:mod:`~ndcg_spark._columns`) and reads only the contract's, never another stage's module:
+(:mod:`~ndcg_spark._stages.contract`) and reads only the contract's, never another stage's module:
 
-1. :mod:`~ndcg_spark._inputs`: the array layout as rows, the tables' shapes checked, the
+1. :mod:`~ndcg_spark._stages.inputs`: the array layout as rows, the tables' shapes checked, the
    inputs narrowed to what the metric reads;
-2. :mod:`~ndcg_spark._rules`: bad rows stop the run (or are set aside under quarantine);
-3. :mod:`~ndcg_spark._ranking`: each user's top k by a ``row_number()`` window, as a list;
-4. :mod:`~ndcg_spark._judged`: each user's judgements and ideal list;
+2. :mod:`~ndcg_spark._stages.rules`: bad rows stop the run (or are set aside under quarantine);
+3. :mod:`~ndcg_spark._stages.ranking`: each user's top k by a ``row_number()`` window, as a list;
+4. :mod:`~ndcg_spark._stages.judged`: each user's judgements and ideal list;
 5. the two joined on the user, full outer, so no user is lost. With segments of the
    recommendations (a model column), the segment columns are packed into one struct and the
    relevance rows are repeated for every segment the recommendations hold before they are
    grouped, and the join is on (segment, user): each segment is then exactly a separate run of
    that segment's recommendations against the whole relevance table, and both sides arrive
    partitioned by the keys they are joined on (no exchange after the lists meet);
-6. :mod:`~ndcg_spark._scoring`: gains and the sums at every cutoff, on each list's own row, then
+6. :mod:`~ndcg_spark._stages.scoring`: gains and the sums at every cutoff, on each list's own row, then
    one row per (user, k);
-7. :mod:`~ndcg_spark._summary`: the exclusion policies, then (lazily) the summary and the
+7. :mod:`~ndcg_spark._stages.summary`: the exclusion policies, then (lazily) the summary and the
    row accounting.
 
-Expressions are Spark SQL text (:mod:`ndcg_spark._sql`): the same built-in functions as the
+Expressions are Spark SQL text (:mod:`ndcg_spark._spark.sql`): the same built-in functions as the
 ``Column`` API, with far fewer Python -> JVM calls to build the plan.
 """
 
@@ -33,7 +33,6 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
-from ndcg_spark import _inputs, _judged, _metrics, _ranking, _rules, _scoring, _summary
 from ndcg_spark._beyond.columns import unpacked as segments_unpacked
 from ndcg_spark._beyond.exposure import catalog_flags, exposure, exposure_curve, global_figures
 from ndcg_spark._beyond.means import aggregates as beyond_aggregates
@@ -41,7 +40,7 @@ from ndcg_spark._beyond.means import summary as beyond_summary
 from ndcg_spark._beyond.novelty import item_table, seen_items, without_seen
 from ndcg_spark._beyond.per_user import attach, per_list
 from ndcg_spark._beyond.similarity import history_table
-from ndcg_spark._beyond.tables import (
+from ndcg_spark._beyond.sources import (
     TABLES,
     Tables,
     asked,
@@ -53,9 +52,20 @@ from ndcg_spark._beyond.tables import (
     named_tables,
     used_rows,
 )
-from ndcg_spark._beyond.tables import unknown_items as beyond_unknown_items
-from ndcg_spark._charts import BINS
-from ndcg_spark._columns import (
+from ndcg_spark._beyond.sources import unknown_items as beyond_unknown_items
+from ndcg_spark._charts.plots import BINS
+from ndcg_spark._metrics import accuracy as _metrics
+from ndcg_spark._results.written_once import WrittenOnce, _cutoff_conditions, _in_bin
+from ndcg_spark._spark.compat import observes
+from ndcg_spark._spark.counts import RowCount, counted
+from ndcg_spark._spark.sql import alias_of, ident, string_literal
+from ndcg_spark._stages import inputs as _inputs
+from ndcg_spark._stages import judged as _judged
+from ndcg_spark._stages import ranking as _ranking
+from ndcg_spark._stages import rules as _rules
+from ndcg_spark._stages import scoring as _scoring
+from ndcg_spark._stages import summary as _summary
+from ndcg_spark._stages.contract import (
     EXCLUDED,
     FIGURES,
     HAS_ATTRIBUTES,
@@ -65,10 +75,6 @@ from ndcg_spark._columns import (
     both_sides_kept,
     both_sides_kept_sql,
 )
-from ndcg_spark._compat import observes
-from ndcg_spark._counts import RowCount, counted
-from ndcg_spark._sql import alias_of, ident, string_literal
-from ndcg_spark._written import WrittenOnce, _cutoff_conditions, _in_bin
 from ndcg_spark.errors import ConfigError, input_errors
 from ndcg_spark.options import BEYOND_GLOBAL, BEYOND_PER_USER, EvaluationOptions, resolve
 
@@ -199,11 +205,11 @@ class EvaluationResult:
     def row_accounting(self) -> Dict[str, int]:
         """Sums that account for the input rows that reached the metric (one small job).
 
-        The lists' sums (:func:`ndcg_spark._summary.accounting`), and
+        The lists' sums (:func:`ndcg_spark._stages.summary.accounting`), and
         ``recommendations_beyond_k``: the rows that entered the ranking (counted as they passed,
         on the first action that computed the lists, this one if none did) less the rows the
         lists hold; for each beyond-accuracy table read, what its metrics used
-        (:func:`ndcg_spark._beyond.tables.used_rows`; ``baseline_beyond_k``: the baseline's rows
+        (:func:`ndcg_spark._beyond.sources.used_rows`; ``baseline_beyond_k``: the baseline's rows
         read less those its lists hold). The job checks that the rows read add up to these and
         the rows set aside.
         """
@@ -214,7 +220,7 @@ class EvaluationResult:
 
     def with_beyond_sums(self, sums: Dict[str, int]) -> Dict[str, int]:
         """``sums`` (the lists' accounting) with the beyond-accuracy tables' (one small job when
-        any was read): what the metrics used of each (:func:`ndcg_spark._beyond.tables.used_rows`),
+        any was read): what the metrics used of each (:func:`ndcg_spark._beyond.sources.used_rows`),
         ``baseline_beyond_k`` (the baseline's rows read less those its lists hold) and, under
         ``seen_items = "drop"``, ``recommendations_seen``."""
         sums = dict(sums)
@@ -402,7 +408,7 @@ def evaluate_counted(
     user_attributes: Optional[DataFrame] = None,
     tables: Optional[Tables] = None,
 ) -> EvaluationResult:
-    """:func:`evaluate` of a relevance table already counted (:func:`ndcg_spark._counts.counted`).
+    """:func:`evaluate` of a relevance table already counted (:func:`ndcg_spark._spark.counts.counted`).
 
     Evaluations of one relevance table (``compare``'s models) share its counted frame: one
     observation, so one plan of the relevance, which Spark then runs once for them all.
@@ -420,10 +426,10 @@ def evaluate_rows(
     user_attributes: Optional[DataFrame] = None,
     tables: Optional[Tables] = None,
 ) -> EvaluationResult:
-    """:func:`evaluate` of recommendations already in the rows layout (:func:`ndcg_spark._inputs.as_rows`).
+    """:func:`evaluate` of recommendations already in the rows layout (:func:`ndcg_spark._stages.inputs.as_rows`).
 
     ``options`` are the caller's (resolved), kept as they are in the result; the stages read
-    the rows with :func:`ndcg_spark._inputs.reading_options`.
+    the rows with :func:`ndcg_spark._stages.inputs.reading_options`.
     """
     opts = _inputs.reading_options(options)
     tables, user_attributes = named_tables(tables or Tables(), user_attributes, opts)
@@ -508,7 +514,7 @@ def beyond_accuracy(
     """The scored rows with the per-user beyond-accuracy metrics (:mod:`ndcg_spark._beyond`), the
     global figures per segment and k, the count of items the items table lacks, the exposure
     curve at the largest k (None without interactions) and what the metrics used of each table
-    (:func:`ndcg_spark._beyond.tables.used_rows`). ``seen``: the interactions grouped by (user,
+    (:func:`ndcg_spark._beyond.sources.used_rows`). ``seen``: the interactions grouped by (user,
     item) (:func:`ndcg_spark._beyond.novelty.seen_items`), None without them.
 
     The lists and judged lists are the very frames NDCG reads, so Spark plans their shuffles once.

@@ -29,7 +29,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ndcg_spark._sql import ident
+from ndcg_spark._spark.sql import ident
 from ndcg_spark.errors import MISSING_COLUMN, InputDataError, input_errors
 from ndcg_spark.evaluation import evaluate
 from ndcg_spark.options import EvaluationOptions

@@ -22,8 +22,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ndcg_spark._compat import is_connect, parse_ddl
-from ndcg_spark._sql import ident, string_literal
+from ndcg_spark._spark.compat import is_connect, parse_ddl
+from ndcg_spark._spark.sql import ident, string_literal
 from ndcg_spark.errors import (
     EMPTY_TABLE,
     MISSING_COLUMN,

@@ -16,10 +16,10 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ndcg_spark._charts import BINS, _e, histograms, ndcg_curve, trend_chart
-from ndcg_spark._exposure_charts import coverage_curve, exposure_chart
-from ndcg_spark._metrics import COMPANIONS, COMPARISON_COLUMNS, SUMMARY_COLUMNS, beyond_comparison_columns
-from ndcg_spark._sql import FINITE_NDCG, ident, ndcg_bin
+from ndcg_spark._charts.beyond_accuracy import coverage_curve, exposure_chart
+from ndcg_spark._charts.plots import BINS, _e, histograms, ndcg_curve, trend_chart
+from ndcg_spark._metrics.accuracy import COMPANIONS, COMPARISON_COLUMNS, SUMMARY_COLUMNS, beyond_comparison_columns
+from ndcg_spark._spark.sql import FINITE_NDCG, ident, ndcg_bin
 from ndcg_spark.options import EvaluationOptions, k_label
 
 #: The options that define the figure (docs/conventions.md), shown under the page's convention.

@@ -7,10 +7,10 @@ is too old, with one line that says so.
 
 from __future__ import annotations
 
-from ndcg_spark import _compat
+from ndcg_spark._spark import compat as _compat
 
 # Whether a DataFrame or session is Spark Connect's (no JVM on this side): asked by the job too.
-from ndcg_spark._compat import is_connect as is_connect
+from ndcg_spark._spark.compat import is_connect as is_connect
 from ndcg_spark.errors import ConfigError
 
 #: The Spark versions this package runs on, as messages write them.

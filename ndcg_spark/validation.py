@@ -1,6 +1,6 @@
 """``validate``: every problem of both input tables counted, with example keys.
 
-The rules themselves live in :mod:`ndcg_spark._rules`; ``evaluate`` enforces the same rules
+The rules themselves live in :mod:`ndcg_spark._stages.rules`; ``evaluate`` enforces the same rules
 while it computes (a bad row stops the run there at no extra pass), so ``validate`` is the full
 report: one aggregation per table, then up to five example keys per problem found.
 """
@@ -13,9 +13,10 @@ from typing import Any, Dict, List, Optional, Tuple
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ndcg_spark import _inputs, _rules
-from ndcg_spark._beyond import tables as beyond_tables
-from ndcg_spark._sql import ident
+from ndcg_spark._beyond import sources as beyond_tables
+from ndcg_spark._spark.sql import ident
+from ndcg_spark._stages import inputs as _inputs
+from ndcg_spark._stages import rules as _rules
 from ndcg_spark.errors import EMPTY_TABLE, INVALID_ROWS, InputDataError, input_errors
 from ndcg_spark.options import EvaluationOptions, resolve
 

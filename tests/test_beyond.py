@@ -343,7 +343,7 @@ def test_compare_pairs_each_per_user_metric_where_both_sides_have_it(spark):
     keeps at 0 - 0). The summary's novelty figures are over users 1 and 2; report() adds the paired
     t interval (t quantile of 1 degree of freedom); compare_models' pair gives the same."""
     from ndcg_spark import compare, compare_models
-    from ndcg_spark._stats import student_t_quantile
+    from ndcg_spark._comparison.statistics import student_t_quantile
 
     schema = "user_id int, item_id string, score double"
     base = spark.createDataFrame([(1, "a", 2.0), (1, "b", 1.0), (2, "c", 1.0)], schema)

@@ -13,7 +13,7 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
 from ndcg_spark import compare_models, evaluate
-from ndcg_spark._stats import adjust_p_values
+from ndcg_spark._comparison.statistics import adjust_p_values
 from ndcg_spark.compare import compare
 from ndcg_spark.errors import ConfigError, InputDataError
 from ndcg_spark.job import run

@@ -17,7 +17,7 @@ import pytest
 from py4j.protocol import Py4JJavaError
 
 from ndcg_spark import errors, evaluate, read_table, validate
-from ndcg_spark._compat import error_condition
+from ndcg_spark._spark.compat import error_condition
 from ndcg_spark.errors import (
     ConfigError,
     InputDataError,

@@ -11,7 +11,8 @@ from pyspark.errors import PySparkException
 from pyspark.sql import functions as F
 from sklearn.metrics import ndcg_score
 
-from ndcg_spark import EvaluationOptions, _scoring, evaluate
+from ndcg_spark import EvaluationOptions, evaluate
+from ndcg_spark._stages import scoring as _scoring
 from tests.helpers import frames, random_graded
 
 
@@ -182,7 +183,7 @@ def test_each_companion_metric_is_averaged_and_shown_everywhere(spark):
     """Every metric of the registry has its per-user column, its mean over the included users in
     the summary (checked against the per-user figures averaged here), a column of the report's
     table, a header of the console's and a metric of MLflow's."""
-    from ndcg_spark._metrics import COMPANIONS
+    from ndcg_spark._metrics.accuracy import COMPANIONS
     from ndcg_spark.job.commands.tracking import metric_rows
     from ndcg_spark.job.console import format_summary
     from ndcg_spark.job.result import RunResult
@@ -312,7 +313,7 @@ def test_tie_averaged_gains_are_the_mean_of_each_run_of_equal_keys(spark):
 
 def test_first_occurrences_flag_each_item_once_in_position_order(spark):
     """first_occurrences / first_occurrence_only against plain Python, incl. a 5,000-long list."""
-    from ndcg_spark._sql import first_occurrence_only, first_occurrences, occurrence_order
+    from ndcg_spark._spark.sql import first_occurrence_only, first_occurrences, occurrence_order
 
     rng = np.random.default_rng(5)
     rows = [

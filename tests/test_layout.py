@@ -14,10 +14,11 @@ from typing import Optional
 
 import pytest
 
-from ndcg_spark import _columns
+import ndcg_spark
+from ndcg_spark._stages import contract as _columns
 
-PACKAGE = Path(_columns.__file__).parent
-STAGES = ("_inputs", "_ranking", "_judged", "_scoring", "_summary")
+PACKAGE = Path(ndcg_spark.__file__).parent
+STAGES = ("inputs", "ranking", "judged", "scoring", "summary")
 
 
 def _imported_modules(source: str) -> set:
@@ -33,7 +34,7 @@ def _imported_modules(source: str) -> set:
 
 @pytest.mark.parametrize("stage", STAGES)
 def test_a_stage_imports_no_other_stage(stage):
-    imported = _imported_modules((PACKAGE / f"{stage}.py").read_text())
+    imported = _imported_modules((PACKAGE / "_stages" / f"{stage}.py").read_text())
     assert imported & set(STAGES) == set(), f"{stage} imports {sorted(imported & set(STAGES))}"
 
 
@@ -94,11 +95,11 @@ def test_the_private_import_check_sees_every_spelling():
     spellings = [
         "from ndcg_spark._report import render",
         "from ndcg_spark import _inputs",
-        "import ndcg_spark._compat",
-        "import ndcg_spark._compat as compat",
+        "import ndcg_spark._spark.compat",
+        "import ndcg_spark._spark.compat as compat",
         "from .._stats import CORRECTIONS",
         "from .. import _metrics",
-        "def f():\n    from ndcg_spark._counts import counted",
+        "def f():\n    from ndcg_spark._spark.counts import counted",
     ]
     for source in spellings:
         assert _private_imports(source), source

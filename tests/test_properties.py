@@ -6,7 +6,10 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
-from ndcg_spark import _columns, _judged, _ranking, evaluate
+from ndcg_spark import evaluate
+from ndcg_spark._stages import contract as _columns
+from ndcg_spark._stages import judged as _judged
+from ndcg_spark._stages import ranking as _ranking
 from ndcg_spark.options import EvaluationOptions
 from tests.helpers import frames, random_graded, reference_ndcg
 

@@ -541,7 +541,8 @@ def test_rows_lost_inside_the_evaluation_fail_the_accounting(
 ):
     """Each reason is counted from its own rows: a stage that drops rows cannot hide them in
     another reason's count, so the job stops (exit 1) instead of reporting figures without them."""
-    from ndcg_spark import _judged, _ranking
+    from ndcg_spark._stages import judged as _judged
+    from ndcg_spark._stages import ranking as _ranking
     from ndcg_spark.job.exits import EXIT_FAILURE
 
     assert intact_accounting == EXIT_OK

@@ -1,6 +1,6 @@
 """The beyond-accuracy stage's own columns, and the SQL every per-user metric writes over a list's arrays.
 
-The columns never leave the stage (the contract's, :mod:`ndcg_spark._columns`, are what it
+The columns never leave the stage (the contract's, :mod:`ndcg_spark._stages.contract`, are what it
 reads and writes), so they live here, once, for its modules.
 """
 
@@ -10,8 +10,8 @@ from typing import Optional
 
 from pyspark.sql import DataFrame
 
-from ndcg_spark._columns import SEGMENT
-from ndcg_spark._sql import ident
+from ndcg_spark._spark.sql import ident
+from ndcg_spark._stages.contract import SEGMENT
 
 # Columns inside this stage.
 ATTRS = "__nb_attrs"

@@ -12,8 +12,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ndcg_spark._beyond.columns import COUNT, POS, cutoff_sql
-from ndcg_spark._columns import ITEM, ITEMS
-from ndcg_spark._sql import ident
+from ndcg_spark._spark.sql import ident
+from ndcg_spark._stages.contract import ITEM, ITEMS
 from ndcg_spark.options import BEYOND_GLOBAL, EvaluationOptions
 
 

@@ -1,5 +1,5 @@
 """The summary's beyond-accuracy columns: per segment and k, ``mean_<name>`` with its normal 95%
-interval for each per-user metric (the interval :mod:`ndcg_spark._summary` gives NDCG's), then
+interval for each per-user metric (the interval :mod:`ndcg_spark._stages.summary` gives NDCG's), then
 the global figures."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import List, Optional, Sequence
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ndcg_spark._sql import alias_of, ident
-from ndcg_spark._summary import join_null_safe, normal_interval
+from ndcg_spark._spark.sql import alias_of, ident
+from ndcg_spark._stages.summary import join_null_safe, normal_interval
 from ndcg_spark.options import BEYOND_PER_USER, EvaluationOptions
 
 

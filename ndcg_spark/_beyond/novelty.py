@@ -27,9 +27,9 @@ from ndcg_spark._beyond.columns import (
     share_of,
 )
 from ndcg_spark._beyond.similarity import unit
-from ndcg_spark._columns import ITEM
-from ndcg_spark._counts import RowCount, counted
-from ndcg_spark._sql import ident
+from ndcg_spark._spark.counts import RowCount, counted
+from ndcg_spark._spark.sql import ident
+from ndcg_spark._stages.contract import ITEM
 from ndcg_spark.options import EvaluationOptions
 
 

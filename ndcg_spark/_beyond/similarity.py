@@ -37,8 +37,8 @@ from ndcg_spark._beyond.columns import (
     array_sum,
     share_of,
 )
-from ndcg_spark._columns import ITEM
-from ndcg_spark._sql import ident, string_literal
+from ndcg_spark._spark.sql import ident, string_literal
+from ndcg_spark._stages.contract import ITEM
 from ndcg_spark.errors import input_check
 from ndcg_spark.options import EvaluationOptions
 

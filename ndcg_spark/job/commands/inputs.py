@@ -93,7 +93,7 @@ def account_rows(read: Dict[str, int], rejected: Dict[str, Dict[str, int]], sums
             },
         },
     }
-    # The beyond-accuracy tables a run read (ndcg_spark._beyond.tables.counted_tables): every row
+    # The beyond-accuracy tables a run read (ndcg_spark._beyond.sources.counted_tables): every row
     # of the interactions and the items is used (a bad row stops the run); the baseline's beyond
     # its largest k are set aside as the recommendations' are.
     if "interactions" in read:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, List, Optional, Sequence
 
-from ndcg_spark._charts import _e, _nice, _plot, _series, _x_scale, _y_scale, k_curve
+from ndcg_spark._charts.plots import _e, _nice, _plot, _series, _x_scale, _y_scale, k_curve
 from ndcg_spark.options import k_label
 
 

@@ -23,7 +23,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from pyspark.sql import DataFrame
 
-from ndcg_spark._sql import ident, string_literal
+from ndcg_spark._spark.sql import ident, string_literal
 from ndcg_spark.errors import input_check
 from ndcg_spark.options import EvaluationOptions, k_label
 

@@ -11,14 +11,14 @@ The differences the package meets:
 * A ``SparkThrowable``'s condition is ``getCondition()`` in 4.0 and ``getErrorClass()`` before:
   :func:`error_condition` asks for either.
 * ``raise_error`` throws an exception with the ``USER_RAISED_EXCEPTION`` condition in 4.0 and a
-  plain ``RuntimeException`` before: :mod:`ndcg_spark._failures` reads the message in both.
-* The ``FAILED_READ_FILE.*`` conditions (4.0) are Spark's words before: :mod:`ndcg_spark._failures`
+  plain ``RuntimeException`` before: :mod:`ndcg_spark._spark.failures` reads the message in both.
+* The ``FAILED_READ_FILE.*`` conditions (4.0) are Spark's words before: :mod:`ndcg_spark._spark.failures`
   reads both.
 * ``array_distinct`` keeps both -0.0 and 0.0 on 3.5: the ordering keys are made 0.0 where they are
-  built (:mod:`ndcg_spark._inputs`, :mod:`ndcg_spark._scoring`), on every version (it cannot be
+  built (:mod:`ndcg_spark._stages.inputs`, :mod:`ndcg_spark._stages.scoring`), on every version (it cannot be
   asked without running a query, and it changes nothing on 4.x).
 * ``Observation`` over Spark Connect (4.0): :func:`observes` says whether a DataFrame's rows can be
-  counted on a pass it makes anyway; where not, :mod:`ndcg_spark._counts` counts them with a pass
+  counted on a pass it makes anyway; where not, :mod:`ndcg_spark._spark.counts` counts them with a pass
   of their own.
 """
 

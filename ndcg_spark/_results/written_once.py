@@ -11,11 +11,11 @@ from typing import Any, Dict, List, Optional
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
-from ndcg_spark import _summary
-from ndcg_spark._charts import BINS
-from ndcg_spark._columns import EXCLUDED, both_sides_kept_sql
-from ndcg_spark._compat import observes
-from ndcg_spark._sql import FINITE_NDCG, alias_of, ident, ndcg_bin
+from ndcg_spark._charts.plots import BINS
+from ndcg_spark._spark.compat import observes
+from ndcg_spark._spark.sql import FINITE_NDCG, alias_of, ident, ndcg_bin
+from ndcg_spark._stages import summary as _summary
+from ndcg_spark._stages.contract import EXCLUDED, both_sides_kept_sql
 from ndcg_spark.errors import input_errors
 from ndcg_spark.options import EvaluationOptions
 

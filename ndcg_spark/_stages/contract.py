@@ -1,7 +1,7 @@
 """The column contract: every internal column that passes from one stage of ``evaluate`` to another.
 
-The stages (:mod:`~ndcg_spark._inputs`, :mod:`~ndcg_spark._ranking`, :mod:`~ndcg_spark._judged`,
-:mod:`~ndcg_spark._scoring`, :mod:`~ndcg_spark._summary`) are siblings: each reads the columns
+The stages (:mod:`~ndcg_spark._stages.inputs`, :mod:`~ndcg_spark._stages.ranking`, :mod:`~ndcg_spark._stages.judged`,
+:mod:`~ndcg_spark._stages.scoring`, :mod:`~ndcg_spark._stages.summary`) are siblings: each reads the columns
 declared here and writes its own, and none reads another's module. :data:`CONTRACT` lists them
 with their type, meaning and writer; a column used inside one stage only stays in that stage.
 
@@ -17,7 +17,7 @@ from typing import List, Sequence, Tuple
 from pyspark.sql import Column as PyColumn
 from pyspark.sql import functions as F
 
-from ndcg_spark._sql import ident
+from ndcg_spark._spark.sql import ident
 from ndcg_spark.options import EvaluationOptions
 
 ARRAY_RANK = "__ndcg_array_rank"

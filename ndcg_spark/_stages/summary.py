@@ -1,7 +1,7 @@
 """Summary: who the policies leave out, the means and their intervals, and the row accounting.
 
 Reads the scored rows (one per (list, k), segment columns of the user attributes joined; their
-internal columns are the contract's, :mod:`ndcg_spark._columns`) and adds ``EXCLUDED``, true
+internal columns are the contract's, :mod:`ndcg_spark._stages.contract`) and adds ``EXCLUDED``, true
 for a user the policies leave out of ``per_user`` and the means (such users are still counted).
 """
 
@@ -13,9 +13,16 @@ from typing import List, Optional, Sequence, Tuple
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from ndcg_spark._columns import EXCLUDED, HAS_ATTRIBUTES, HAS_JUDGEMENTS, JUDGED_REPEATS, JUDGED_ROWS, RANKED_REPEATS
-from ndcg_spark._metrics import COMPANIONS, CORE
-from ndcg_spark._sql import alias_of, ident, string_literal
+from ndcg_spark._metrics.accuracy import COMPANIONS, CORE
+from ndcg_spark._spark.sql import alias_of, ident, string_literal
+from ndcg_spark._stages.contract import (
+    EXCLUDED,
+    HAS_ATTRIBUTES,
+    HAS_JUDGEMENTS,
+    JUDGED_REPEATS,
+    JUDGED_ROWS,
+    RANKED_REPEATS,
+)
 from ndcg_spark.errors import input_check
 from ndcg_spark.options import EvaluationOptions
 

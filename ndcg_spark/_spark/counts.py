@@ -1,6 +1,6 @@
 """Row counts that ride on a pass the evaluation makes anyway (an ``Observation``), not a pass of their own.
 
-Where a session cannot observe (Spark Connect on Spark 3.5, :func:`ndcg_spark._compat.observes`),
+Where a session cannot observe (Spark Connect on Spark 3.5, :func:`ndcg_spark._spark.compat.observes`),
 the count is a pass of its own: the same figure, one more read of the table.
 """
 
@@ -12,7 +12,7 @@ from typing import Optional, Tuple
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
-from ndcg_spark._compat import observes
+from ndcg_spark._spark.compat import observes
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Dict, Iterator, List, Optional, Tuple
 
-from ndcg_spark._compat import error_condition
+from ndcg_spark._spark.compat import error_condition
 
 #: Start of the message of every input error raised inside Spark: tells ours from another ``raise_error``.
 INPUT_ERROR_TAG = "NDCG_INVALID_INPUT"

@@ -5,7 +5,7 @@ users), and its header in the job's console table. The companion metrics (``comp
 True``) also carry their per-user SQL, written from the hits within the cutoff; scoring,
 the summary, the report pages, the console and the MLflow metrics all iterate :data:`COMPANIONS`,
 so a new companion metric is one entry here. NDCG, DCG and CG are summed term by term in
-:mod:`ndcg_spark._scoring`, so they carry no SQL of their own.
+:mod:`ndcg_spark._stages.scoring`, so they carry no SQL of their own.
 
 :data:`COMPARISON_COLUMNS` is the same for ``compare``: its figures per segment and k, in the order
 the report and the console show them.

@@ -1,7 +1,7 @@
 """Scoring: gains, tie averaging, the sums at each cutoff, and the companion metrics.
 
 Reads one row per list: the ranked list fully outer-joined on the user with the judged list
-(their columns are the contract's, :mod:`ndcg_spark._columns`), so either side may be null.
+(their columns are the contract's, :mod:`ndcg_spark._stages.contract`), so either side may be null.
 Gives one row per (list, k):
 
 ============================  ==========================================================
@@ -11,7 +11,7 @@ segments, user                the list
 ``ndcg``
 ``n_recommended``             int: the list's length as evaluated (at most the largest k)
 ``n_relevant``                int: judged items with relevance above 0
-companion metrics             those of :data:`ndcg_spark._metrics.COMPANIONS` (when asked)
+companion metrics             those of :data:`ndcg_spark._metrics.accuracy.COMPANIONS` (when asked)
 ``CARRIED``                   the counts the summary and the row accounting read
 ============================  ==========================================================
 
@@ -24,8 +24,20 @@ from typing import List, Optional
 
 from pyspark.sql import DataFrame
 
-from ndcg_spark import _rules
-from ndcg_spark._columns import (
+from ndcg_spark._metrics.accuracy import COMPANIONS, companion_metrics, is_relevant
+from ndcg_spark._spark.sql import (
+    array_size,
+    discount,
+    first_occurrence_only,
+    first_occurrences,
+    gain,
+    has_repeats,
+    occurrence_order,
+    repeat_count,
+    sums_at_cuts,
+)
+from ndcg_spark._stages import rules as _rules
+from ndcg_spark._stages.contract import (
     CARRIED,
     HAS_JUDGEMENTS,
     IDEAL,
@@ -41,18 +53,6 @@ from ndcg_spark._columns import (
     list_keys,
     lists_run_past_k,
     positions_as_given,
-)
-from ndcg_spark._metrics import COMPANIONS, companion_metrics, is_relevant
-from ndcg_spark._sql import (
-    array_size,
-    discount,
-    first_occurrence_only,
-    first_occurrences,
-    gain,
-    has_repeats,
-    occurrence_order,
-    repeat_count,
-    sums_at_cuts,
 )
 from ndcg_spark.options import EvaluationOptions
 

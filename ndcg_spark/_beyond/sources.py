@@ -16,11 +16,11 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ndcg_spark._beyond.columns import CATEGORY, FEATURES, POP
-from ndcg_spark._columns import ITEM, ITEMS
-from ndcg_spark._counts import RowCount, counted, counted_apart
-from ndcg_spark._inputs import INTEGRAL_TYPES, as_rows, common_item_type
-from ndcg_spark._rules import RowRule, key_text, recommendation_rules
-from ndcg_spark._sql import ident, string_literal
+from ndcg_spark._spark.counts import RowCount, counted, counted_apart
+from ndcg_spark._spark.sql import ident, string_literal
+from ndcg_spark._stages.contract import ITEM, ITEMS
+from ndcg_spark._stages.inputs import INTEGRAL_TYPES, as_rows, common_item_type
+from ndcg_spark._stages.rules import RowRule, key_text, recommendation_rules
 from ndcg_spark.errors import COLUMN_TYPE, MISSING_COLUMN, TYPES_DIFFER, ConfigError, InputDataError, input_check
 from ndcg_spark.options import BEYOND_METRICS, BEYOND_PER_USER, TABLE_COLUMNS, EvaluationOptions
 
@@ -181,8 +181,8 @@ def named_tables(
 
 def counted_tables(tables: Tables, names: Sequence[str], opts: EvaluationOptions) -> Tuple[Tables, Dict[str, RowCount]]:
     """The tables the metrics ``names`` read, each with its rows counted as they pass
-    (:func:`ndcg_spark._counts.counted`), by name of :data:`TABLES`; a table no metric reads is
-    left out of both. The baseline in the rows layout (:func:`ndcg_spark._inputs.as_rows`): an
+    (:func:`ndcg_spark._spark.counts.counted`), by name of :data:`TABLES`; a table no metric reads is
+    left out of both. The baseline in the rows layout (:func:`ndcg_spark._stages.inputs.as_rows`): an
     'array' baseline counts one row per recommended item, as the recommendations do."""
     read: Dict[str, RowCount] = {}
     interactions = items = baseline = None
@@ -256,7 +256,7 @@ def _widened(own: T.DataType, table: str, item_type: T.DataType, opts: Evaluatio
 
 def item_type_of(tables: Sequence[Tuple[str, DataFrame]], item_type: T.DataType, opts: EvaluationOptions) -> T.DataType:
     """The type every table's items are compared in: the recommendations' and relevance's
-    (:func:`ndcg_spark._inputs.common_item_type`), widened to the widest integer of ``tables``.
+    (:func:`ndcg_spark._stages.inputs.common_item_type`), widened to the widest integer of ``tables``.
 
     Widening, never narrowing: an interactions item beyond the range of the recommendations'
     type (a bigint against int lists) stays itself instead of wrapping onto a listed item.

@@ -2,7 +2,7 @@
 
 Reads the narrowed relevance (user, ``ITEM``, ``REL``; with segments of the recommendations,
 the packed ``SEGMENT`` too: the rows repeated for each segment) and gives one row per user (per
-segment and user) with these columns of the contract (:mod:`ndcg_spark._columns`):
+segment and user) with these columns of the contract (:mod:`ndcg_spark._stages.contract`):
 
 ========================  ===============================================================
 ``JUDGED_ITEMS``          array: the judged items
@@ -23,7 +23,9 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ndcg_spark._columns import (
+from ndcg_spark._metrics.accuracy import is_relevant
+from ndcg_spark._spark.sql import gain_mapped, repeat_count
+from ndcg_spark._stages.contract import (
     HAS_JUDGEMENTS,
     IDEAL,
     ITEM,
@@ -36,9 +38,7 @@ from ndcg_spark._columns import (
     REL,
     list_keys,
 )
-from ndcg_spark._metrics import is_relevant
-from ndcg_spark._rules import REPEATED_JUDGEMENT, guard_lists
-from ndcg_spark._sql import gain_mapped, repeat_count
+from ndcg_spark._stages.rules import REPEATED_JUDGEMENT, guard_lists
 from ndcg_spark.options import EvaluationOptions
 
 
