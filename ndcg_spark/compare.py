@@ -19,6 +19,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from ndcg_spark._beyond.sources import Tables
 from ndcg_spark._comparison import statistics as _stats
 from ndcg_spark._comparison.pairing import ComparisonResult, paired, with_beyond_t_tests
 from ndcg_spark._comparison.statistics import adjust_p_values, with_t_test
@@ -26,7 +27,7 @@ from ndcg_spark._metrics import accuracy as _metrics
 from ndcg_spark._spark.counts import RowCount, counted
 from ndcg_spark._spark.sql import ident
 from ndcg_spark.errors import ConfigError, InputDataError, input_errors
-from ndcg_spark.evaluation import EvaluationResult, Tables, evaluate_counted
+from ndcg_spark.evaluation import EvaluationResult, evaluate_counted
 from ndcg_spark.options import EvaluationOptions, resolve
 
 #: compare's figures per segment and k after ``k``, in the order its report and the job's

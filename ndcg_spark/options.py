@@ -442,6 +442,12 @@ negative_relevance, on_invalid_rows, cap_ideal_at_list_length
         """The largest finite cutoff, or ``None`` when the whole list is needed."""
         return None if None in self.k else max(self.k)  # type: ignore[type-var]
 
+    @property
+    def unsegmented(self) -> EvaluationOptions:
+        """These options for a table read without segments: another model's recommendations (the
+        baseline), ranked per user as the recommendations are, whatever ``group_by`` names."""
+        return dataclasses.replace(self, group_by=()) if self.group_by else self
+
     @classmethod
     def names(cls) -> Tuple[str, ...]:
         """The option names, in declaration order."""

@@ -7,7 +7,7 @@ report: one aggregation per table, then up to five example keys per problem foun
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from pyspark.sql import DataFrame
@@ -140,7 +140,7 @@ def validate(
     interactions, items, baseline_recommendations = named.interactions, named.items, named.baseline
     recommendations = _inputs.as_rows(recommendations, opts)
     if baseline_recommendations is not None:  # the baseline's lists as the recommendations' own
-        baseline_recommendations = _inputs.as_rows(baseline_recommendations, replace(opts, group_by=()))
+        baseline_recommendations = _inputs.as_rows(baseline_recommendations, opts.unsegmented)
     opts = _inputs.reading_options(opts)
     _inputs.check_tables(recommendations, relevance, opts)
     beyond = {"interactions": interactions, "items": items, "baseline_recommendations": baseline_recommendations}

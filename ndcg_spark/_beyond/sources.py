@@ -199,7 +199,7 @@ def counted_tables(tables: Tables, names: Sequence[str], opts: EvaluationOptions
     if names and tables.items is not None:
         items, read["items"] = count(tables.items, "items")
     if tables.baseline is not None and "unexpectedness" in names:
-        baseline, read["baseline_recommendations"] = counted(as_rows(tables.baseline, replace(opts, group_by=())))
+        baseline, read["baseline_recommendations"] = counted(as_rows(tables.baseline, opts.unsegmented))
     return Tables(interactions, items, baseline), read
 
 
@@ -389,7 +389,7 @@ def row_rules(table: str, opts: EvaluationOptions) -> List[RowRule]:
     """
     user, item = ident(opts.user_col), ident(opts.item_col)
     if table == "baseline_recommendations":
-        return [replace(r, table=table) for r in recommendation_rules(replace(opts, group_by=()))]
+        return [replace(r, table=table) for r in recommendation_rules(opts.unsegmented)]
     rules = [RowRule("null_item", table, opts.item_col, "is null", f"{item} IS NULL")]
     if table == "interactions":
         return [RowRule("null_user", table, opts.user_col, "is null", f"{user} IS NULL"), *rules]

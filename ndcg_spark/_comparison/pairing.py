@@ -16,11 +16,11 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ndcg_spark._comparison.statistics import paired_t_test, with_t_test
+from ndcg_spark._results.evaluation_result import EvaluationResult
 from ndcg_spark._spark.sql import ident
 from ndcg_spark._stages.contract import EXCLUDED
 from ndcg_spark._stages.summary import excluded, join_null_safe
 from ndcg_spark.errors import input_errors
-from ndcg_spark.evaluation import EvaluationResult
 from ndcg_spark.options import BEYOND_PER_USER, EvaluationOptions
 
 

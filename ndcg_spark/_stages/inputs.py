@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import List, Optional, Tuple
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Tuple
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ndcg_spark._spark.sql import ident, string_literal
-from ndcg_spark._stages.contract import ARRAY_RANK, HAS_ATTRIBUTES, ITEM, ORDER, REL
+from ndcg_spark._stages import rules
+from ndcg_spark._stages.contract import ARRAY_RANK, HAS_ATTRIBUTES, ITEM, ORDER, REL, SEGMENT
 from ndcg_spark.errors import COLUMN_TYPE, MISSING_COLUMN, TYPES_DIFFER, InputDataError, input_check
 from ndcg_spark.options import EvaluationOptions
 from ndcg_spark.spark_support import check_spark
@@ -183,6 +185,79 @@ def segments_served(recs: DataFrame, opts: EvaluationOptions) -> Optional[DataFr
     return recs.select(*[F.col(ident(c)) for c in segments]).distinct()
 
 
+@dataclass(frozen=True)
+class Inputs:
+    """The tables as every later stage reads them (:func:`read_inputs`): the contract's columns,
+    the items in one type, keyed by the packed segment (``SEGMENT``) when the recommendations
+    have segment columns; ``rejected``: under quarantine, the rows set aside per table."""
+
+    recommendations: DataFrame
+    relevance: Optional[DataFrame] = None
+    rejected: Optional[Dict[str, DataFrame]] = None
+
+
+def read_inputs(
+    recommendations: DataFrame,
+    relevance: Optional[DataFrame],
+    opts: EvaluationOptions,
+    user_attributes: Optional[DataFrame] = None,
+    widen: Callable[[T.DataType], T.DataType] = lambda item_type: item_type,
+) -> Inputs:
+    """The input stage, whole: both tables' shapes checked, the row rules applied (a bad row
+    stops the run, or is set aside under ``on_invalid_rows = "quarantine"``), both narrowed to
+    what the metric reads with their items in one type (:func:`common_item_type`, then
+    ``widen``: other tables' items join these), and keyed by segment (:func:`with_segment`).
+
+    ``relevance`` None: recommendations alone (another model's, the baseline's), checked and
+    narrowed as the recommendations are, their items in ``widen``'s type; a bad row stops the
+    run (quarantine sets aside rows of the two tables the row accounting counts).
+    """
+    if relevance is None:
+        check_schema(recommendations, "recommendations", opts)
+        guarded = rules.guard_rows(recommendations, "recommendations", opts)
+        item_type = widen(recommendations.schema[opts.item_col].dataType)
+        return Inputs(_narrowed_recommendations(guarded, opts, item_type))
+    check_segments(recommendations, user_attributes, opts)
+    check_tables(recommendations, relevance, opts)
+    # Read before the row rules: a segment whose every row is set aside is still a segment.
+    served = segments_served(recommendations, opts)
+    rejected = None
+    if opts.on_invalid_rows == "quarantine":
+        recommendations, rejected_recs = rules.split_rows(recommendations, "recommendations", opts)
+        relevance, rejected_rel = rules.split_rows(relevance, "relevance", opts)
+        rejected = {"recommendations": rejected_recs, "relevance": rejected_rel}
+    else:
+        recommendations = rules.guard_rows(recommendations, "recommendations", opts)
+        relevance = rules.guard_rows(relevance, "relevance", opts)
+    item_type = common_item_type(
+        recommendations.schema[opts.item_col].dataType, relevance.schema[opts.item_col].dataType, opts
+    )
+    recs, rel = narrow(recommendations, relevance, opts, widen(item_type))
+    if served is not None:
+        recs, rel = with_segment(recs, rel, served)
+    return Inputs(recs, rel, rejected)
+
+
+def with_segment(recs: DataFrame, rel: DataFrame, served: DataFrame) -> Tuple[DataFrame, DataFrame]:
+    """Both tables keyed by the packed segment (``SEGMENT``): the recommendations' segment
+    columns as one struct, and the relevance rows repeated for every segment ``served`` holds.
+
+    A struct of nulls equals a struct of nulls, so a plain equi-join on (``SEGMENT``, user)
+    matches a null model with a null model, as a filter ``model IS NULL`` would select it; and
+    both lists are then grouped by the very keys they are joined on, so the join needs no
+    exchange of its own. The relevance rows are repeated before their shuffle, not the judged
+    lists after it: each row is shuffled once for each segment, where repeating the lists
+    shuffled every judgement once more and the ranked lists again besides.
+    """
+    segments = list(served.columns)
+    packed = "named_struct(" + ", ".join(f"{string_literal(c)}, {ident(c)}" for c in segments) + f") AS {SEGMENT}"
+    rest = [ident(c) for c in recs.columns if c not in segments]
+    return (
+        recs.selectExpr(packed, *rest),
+        rel.crossJoin(F.broadcast(served.selectExpr(packed))),
+    )
+
+
 # ----------------------------------------------------------------------------- narrowing
 
 
@@ -194,6 +269,19 @@ def narrow(
     The items are compared in one type: ``item_type`` where the caller widened it for other
     tables, else :func:`common_item_type`.
     """
+    rel_item_type = rel.schema[opts.item_col].dataType
+    item_type = item_type or common_item_type(recs.schema[opts.item_col].dataType, rel_item_type, opts)
+    relevance = f"CAST({ident(opts.relevance_col)} AS DOUBLE)"
+    if opts.negative_relevance == "clip":
+        relevance = f"greatest({relevance}, 0.0D)"
+    return (
+        _narrowed_recommendations(recs, opts, item_type),
+        rel.selectExpr(ident(opts.user_col), _item_as(rel_item_type, item_type, opts), f"{relevance} AS {REL}"),
+    )
+
+
+def _narrowed_recommendations(recs: DataFrame, opts: EvaluationOptions, item_type: T.DataType) -> DataFrame:
+    """The recommendations narrowed to segments, user, item (in ``item_type``) and ``ORDER``."""
     segments = [ident(c) for c in opts.group_by if c in recs.columns]
     # + 0.0D makes a negative zero 0.0: Spark 3.5's array_distinct tells them apart (4.x does not),
     # so a tie of -0.0 and 0.0 would go unseen there.
@@ -201,22 +289,15 @@ def narrow(
         order = f"(CAST({ident(opts.rank_col)} AS DOUBLE) + 0.0D)"
     else:
         order = f"(-CAST({ident(opts.score_col)} AS DOUBLE) + 0.0D)"
-    recs_item_type = recs.schema[opts.item_col].dataType
-    rel_item_type = rel.schema[opts.item_col].dataType
-    item_type = item_type or common_item_type(recs_item_type, rel_item_type, opts)
+    item = _item_as(recs.schema[opts.item_col].dataType, item_type, opts)
+    return recs.selectExpr(*segments, ident(opts.user_col), item, f"{order} AS {ORDER}")
 
-    def item(table_type: T.DataType) -> str:
-        if table_type == item_type:
-            return f"{ident(opts.item_col)} AS {ITEM}"
-        return f"CAST({ident(opts.item_col)} AS {item_type.simpleString()}) AS {ITEM}"
 
-    relevance = f"CAST({ident(opts.relevance_col)} AS DOUBLE)"
-    if opts.negative_relevance == "clip":
-        relevance = f"greatest({relevance}, 0.0D)"
-    return (
-        recs.selectExpr(*segments, ident(opts.user_col), item(recs_item_type), f"{order} AS {ORDER}"),
-        rel.selectExpr(ident(opts.user_col), item(rel_item_type), f"{relevance} AS {REL}"),
-    )
+def _item_as(table_type: T.DataType, item_type: T.DataType, opts: EvaluationOptions) -> str:
+    """SQL: a table's item column as ``ITEM``, cast to ``item_type`` where its own differs."""
+    if table_type == item_type:
+        return f"{ident(opts.item_col)} AS {ITEM}"
+    return f"CAST({ident(opts.item_col)} AS {item_type.simpleString()}) AS {ITEM}"
 
 
 def common_item_type(recs_type: T.DataType, rel_type: T.DataType, opts: EvaluationOptions) -> T.DataType:
