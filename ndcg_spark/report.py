@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ndcg_spark._charts.beyond_accuracy import coverage_curve, exposure_chart
-from ndcg_spark._charts.plots import BINS, _e, histograms, ndcg_curve, trend_chart
+from ndcg_spark._charts.plots import BINS, escaped, histograms, ndcg_curve, trend_chart
 from ndcg_spark._metrics.accuracy import COMPANIONS, COMPARISON_COLUMNS, SUMMARY_COLUMNS, beyond_comparison_columns
 from ndcg_spark._spark.sql import FINITE_NDCG, ident, ndcg_bin
 from ndcg_spark.options import EvaluationOptions, k_label
@@ -143,13 +143,16 @@ def render(
     parts += ["<h2>Summary</h2>", _table(metrics, group_by)]
     parts += ["<h2>Mean NDCG@k</h2>", ndcg_curve(metrics, group_by)]
     if trend is not None:
-        parts += [f"<h2>Mean NDCG@k by {_e(trend_key)}</h2>", trend_chart(trend, group_by, trend_key, limits=limits)]
+        parts += [
+            f"<h2>Mean NDCG@k by {escaped(trend_key)}</h2>",
+            trend_chart(trend, group_by, trend_key, limits=limits),
+        ]
     parts += ["<h2>Per-user NDCG</h2>", *histograms(histogram, group_by)]
     if any(m.get("catalog_coverage") is not None for m in metrics):
         parts += ["<h2>Catalog coverage@k</h2>", coverage_curve(metrics, group_by)]
     if exposure is not None:
         parts += [
-            f"<h2>Exposure by popularity rank, k = {_e(k_label(exposure_k))}</h2>",
+            f"<h2>Exposure by popularity rank, k = {escaped(k_label(exposure_k))}</h2>",
             exposure_chart(exposure, exposure_k),
         ]
     parts.append("</body></html>")
@@ -167,7 +170,7 @@ def page_head(
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>{_e(title)}</title>",
+        f"<title>{escaped(title)}</title>",
         "<style>body{font-family:sans-serif;margin:2em;color:#222}table{border-collapse:collapse}"
         "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f3f3f3}"
         ".wide{max-width:100%;overflow-x:auto}"
@@ -176,12 +179,12 @@ def page_head(
         "#verdict.none{border-color:#ccc;background:#f6f6f6}li.failed{color:#a00;font-weight:bold}"
         "svg{background:#fff;border:1px solid #ddd;margin:4px}.small{display:inline-block}" + style + "</style>",
         "</head><body>",
-        f"<h1>{_e(title)}</h1>",
+        f"<h1>{escaped(title)}</h1>",
     ]
     if verdict is not None:
         parts.append(verdict_block(verdict))
     if notes:
-        parts.append("<p>" + " · ".join(f"{_e(k)}: {_e(v)}" for k, v in notes.items()) + "</p>")
+        parts.append("<p>" + " · ".join(f"{escaped(k)}: {escaped(v)}" for k, v in notes.items()) + "</p>")
     return parts
 
 
@@ -209,7 +212,8 @@ def verdict_block(verdict: Sequence[Tuple[bool, str]]) -> str:
         else f"<strong>PASSED</strong>: {gates}, all passed"
     )
     items = "".join(
-        f'<li class="{"passed" if passed else "failed"}">{MARKS[passed]} {_e(line)}</li>' for passed, line in verdict
+        f'<li class="{"passed" if passed else "failed"}">{MARKS[passed]} {escaped(line)}</li>'
+        for passed, line in verdict
     )
     return f'<div id="verdict" class="{"failed" if failed else "passed"}"><p>{head}</p><ul>{items}</ul></div>'
 
@@ -232,9 +236,9 @@ def settings_table(options: EvaluationOptions) -> str:
     for switch in CONVENTION_SWITCHES:
         value = getattr(options, switch)
         changed = ' class="changed"' if value != getattr(defaults, switch) else ""
-        rows.append(f"<tr{changed}><td>{_e(switch)}</td><td>{_e(_setting(value))}</td></tr>")
+        rows.append(f"<tr{changed}><td>{escaped(switch)}</td><td>{escaped(_setting(value))}</td></tr>")
     return (
-        f'<p id="convention">convention: {_e(name)}</p>'
+        f'<p id="convention">convention: {escaped(name)}</p>'
         '<table id="settings"><tr><th>switch</th><th>value</th></tr>' + "".join(rows) + "</table>"
     )
 
@@ -266,8 +270,8 @@ def html_table(rows: List[Dict[str, Any]], columns: Sequence[str], table_id: str
             return format(value, float_format)
         return "-" if value is None else value
 
-    head = "".join(f"<th>{_e(c)}</th>" for c in columns)
-    body = ["<tr>" + "".join(f"<td>{_e(cell(c, row.get(c)))}</td>" for c in columns) + "</tr>" for row in rows]
+    head = "".join(f"<th>{escaped(c)}</th>" for c in columns)
+    body = ["<tr>" + "".join(f"<td>{escaped(cell(c, row.get(c)))}</td>" for c in columns) + "</tr>" for row in rows]
     # A wide table scrolls inside its own box; the page keeps the window's width.
     return f'<div class="wide"><table id="{table_id}"><tr>{head}</tr>' + "".join(body) + "</table></div>"
 
@@ -347,7 +351,7 @@ def difference_chart(
         return left + w * (v + span) / (2 * span)
 
     svg = [f'<svg class="differences" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img">']
-    svg.append(f'<text x="8" y="20" font-size="15">NDCG@{_e(k_label(k))}</text>')
+    svg.append(f'<text x="8" y="20" font-size="15">NDCG@{escaped(k_label(k))}</text>')
     svg.append(f'<line x1="{x_of(0):.1f}" y1="{top - 6}" x2="{x_of(0):.1f}" y2="{height - 16}" stroke="#999"/>')
     for m in margins:
         svg.append(
@@ -366,11 +370,11 @@ def difference_chart(
         label = f"{r['candidate_model']} vs {r['baseline_model']}" + (f" ({segment})" if segment else "")
         p = r.get("p_value_adjusted")
         tip = f"{label}: {r['mean_difference']:+.4f}" + (f", adjusted p = {p:.3g}" if p is not None else "")
-        svg.append(f'<text x="{left - 8}" y="{y + 4:.1f}" font-size="13" text-anchor="end">{_e(label)}</text>')
+        svg.append(f'<text x="{left - 8}" y="{y + 4:.1f}" font-size="13" text-anchor="end">{escaped(label)}</text>')
         svg.append(f'<line x1="{x_of(low):.1f}" y1="{y:.1f}" x2="{x_of(high):.1f}" y2="{y:.1f}" stroke="#1f77b4"/>')
         svg.append(
             f'<circle class="pair" cx="{x_of(r["mean_difference"]):.1f}" cy="{y:.1f}" r="4" fill="#1f77b4">'
-            f"<title>{_e(tip)}</title></circle>"
+            f"<title>{escaped(tip)}</title></circle>"
         )
     svg.append("</svg>")
     return "".join(svg)

@@ -7,14 +7,13 @@ is too old, with one line that says so.
 
 from __future__ import annotations
 
-from ndcg_spark._spark import compat as _compat
+# The Spark versions this package runs on, as messages write them.
+from ndcg_spark._spark.compat import SUPPORTED as SUPPORTED
 
 # Whether a DataFrame or session is Spark Connect's (no JVM on this side): asked by the job too.
 from ndcg_spark._spark.compat import is_connect as is_connect
+from ndcg_spark._spark.compat import unsupported
 from ndcg_spark.errors import ConfigError
-
-#: The Spark versions this package runs on, as messages write them.
-SUPPORTED = _compat.SUPPORTED
 
 
 def check_spark(spark=None) -> None:
@@ -45,8 +44,8 @@ def check_spark(spark=None) -> None:
     if spark is None:
         import pyspark
 
-        problem = _compat.unsupported(pyspark.__version__)
+        problem = unsupported(pyspark.__version__)
     else:
-        problem = _compat.unsupported(spark.version, "the session runs Spark {}")
+        problem = unsupported(spark.version, "the session runs Spark {}")
     if problem:
         raise ConfigError(problem)

@@ -15,8 +15,8 @@ from pyspark.sql import functions as F
 
 from ndcg_spark._beyond import sources as beyond_tables
 from ndcg_spark._spark.sql import ident
-from ndcg_spark._stages import inputs as _inputs
-from ndcg_spark._stages import rules as _rules
+from ndcg_spark._stages.inputs import as_rows, check_tables, reading_options
+from ndcg_spark._stages.rules import RowRule, key_text, rules_for
 from ndcg_spark.errors import EMPTY_TABLE, INVALID_ROWS, InputDataError, input_errors
 from ndcg_spark.options import EvaluationOptions, resolve
 
@@ -49,7 +49,7 @@ class TableReport:
     unknown_items: Optional[int] = None
 
 
-def _report(df: DataFrame, table: str, opts: EvaluationOptions, rules: List[_rules.RowRule], key: str) -> TableReport:
+def _report(df: DataFrame, table: str, opts: EvaluationOptions, rules: List[RowRule], key: str) -> TableReport:
     """Count every problem of one table in one aggregation (plus a shuffle for group rules);
     ``key``: SQL text naming a row, for the examples."""
     flagged = df.selectExpr(*[f"{rule.sql} AS {ident(rule.name)}" for rule in rules])
@@ -138,15 +138,15 @@ def validate(
         beyond_tables.Tables(interactions, items, baseline_recommendations), None, opts
     )
     interactions, items, baseline_recommendations = named.interactions, named.items, named.baseline
-    recommendations = _inputs.as_rows(recommendations, opts)
+    recommendations = as_rows(recommendations, opts)
     if baseline_recommendations is not None:  # the baseline's lists as the recommendations' own
-        baseline_recommendations = _inputs.as_rows(baseline_recommendations, opts.unsegmented)
-    opts = _inputs.reading_options(opts)
-    _inputs.check_tables(recommendations, relevance, opts)
+        baseline_recommendations = as_rows(baseline_recommendations, opts.unsegmented)
+    opts = reading_options(opts)
+    check_tables(recommendations, relevance, opts)
     beyond = {"interactions": interactions, "items": items, "baseline_recommendations": baseline_recommendations}
     beyond = {table: df for table, df in beyond.items() if df is not None}
-    tables: List[Tuple[str, DataFrame, List[_rules.RowRule], str]] = [
-        (t, df, _rules.rules_for(t, opts, df.columns), _rules.key_text(opts))
+    tables: List[Tuple[str, DataFrame, List[RowRule], str]] = [
+        (t, df, rules_for(t, opts, df.columns), key_text(opts))
         for t, df in (("recommendations", recommendations), ("relevance", relevance))
     ]
     for table, df in beyond.items():

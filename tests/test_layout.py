@@ -18,24 +18,6 @@ import ndcg_spark
 from ndcg_spark._stages import contract as _columns
 
 PACKAGE = Path(ndcg_spark.__file__).parent
-STAGES = ("inputs", "ranking", "judged", "scoring", "summary")
-
-
-def _imported_modules(source: str) -> set:
-    names = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module.rsplit(".", 1)[-1])
-            names.update(alias.name for alias in node.names if node.module == "ndcg_spark")
-        elif isinstance(node, ast.Import):
-            names.update(alias.name.rsplit(".", 1)[-1] for alias in node.names)
-    return names
-
-
-@pytest.mark.parametrize("stage", STAGES)
-def test_a_stage_imports_no_other_stage(stage):
-    imported = _imported_modules((PACKAGE / "_stages" / f"{stage}.py").read_text())
-    assert imported & set(STAGES) == set(), f"{stage} imports {sorted(imported & set(STAGES))}"
 
 
 def test_every_internal_column_passed_between_stages_is_declared_once():
@@ -108,6 +90,141 @@ def test_the_private_import_check_sees_every_spelling():
     # Relative imports from a room of the job resolve from its own package.
     assert _private_imports("from ... import _compat", "ndcg_spark.job.outputs") == ["ndcg_spark._compat"]
     assert _private_imports("from .. import console", "ndcg_spark.job.outputs") == []
+
+
+# ----------------------------------------------------------------------------- the library's rooms
+#: The public modules at the package's root that hold the library's vocabulary (the options, the
+#: presets, the errors, the Spark check): every room may import them.
+BASE = {"options", "conventions", "errors", "spark_support"}
+
+#: The library's rooms (its private packages, ``ndcg_spark.<room>``) and the only rooms each may
+#: import besides itself and :data:`BASE`. The public modules at the root are the front door:
+#: they may import any room, and no room imports them.
+LIBRARY_ROOMS_ALLOWED = {
+    "_spark": set(),
+    "_metrics": set(),
+    "_charts": set(),
+    "_stages": {"_metrics", "_spark"},
+    "_beyond": {"_stages", "_metrics", "_spark"},
+    "_results": {"_beyond", "_stages", "_charts", "_metrics", "_spark"},
+    "_comparison": {"_results", "_stages", "_metrics", "_spark"},
+}
+
+
+def room_of(module: str) -> str:
+    """The room of a module of the package: its sub-package, or the module itself at the root."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def library_crossings(graph: dict, allowed: dict = LIBRARY_ROOMS_ALLOWED) -> set:
+    """The (module, imported module) pairs of ``graph`` where a room imports a room it may not."""
+    return {
+        (module, target)
+        for module, targets in graph.items()
+        if room_of(module) in allowed
+        for target in targets
+        if room_of(target) not in {room_of(module), *allowed[room_of(module)], *BASE}
+    }
+
+
+def test_each_room_of_the_library_imports_only_the_rooms_it_may():
+    assert library_crossings(import_graph(modules_of())) == set()
+
+
+def test_the_room_rule_sees_a_room_reaching_up_or_across_or_to_the_front_door():
+    graph = {
+        "ndcg_spark._stages.scoring": {"ndcg_spark._beyond.means", "ndcg_spark._stages.contract", "ndcg_spark.options"},
+        "ndcg_spark._beyond.means": {"ndcg_spark._stages.summary", "ndcg_spark.evaluation"},
+        "ndcg_spark._spark.sql": {"ndcg_spark._metrics.registry"},
+        "ndcg_spark.evaluation": {"ndcg_spark._beyond.stage"},
+    }
+    assert library_crossings(graph) == {
+        ("ndcg_spark._stages.scoring", "ndcg_spark._beyond.means"),
+        ("ndcg_spark._beyond.means", "ndcg_spark.evaluation"),
+        ("ndcg_spark._spark.sql", "ndcg_spark._metrics.registry"),
+    }
+
+
+#: The stages of the data's way, each a module of ``_stages``, and beyond accuracy beside scoring
+#: (one stage, a package of its own). A stage imports no other stage: they meet over the column
+#: contract (``_stages/contract.py``) and the row rules (``_stages/rules.py``), which are no stage.
+NDCG_STAGES = ("inputs", "ranking", "judged", "lists", "scoring", "summary")
+
+#: Where beyond accuracy reads NDCG's stages on purpose, and why: its stage ranks the baseline's
+#: lists as the recommendations' own (the input stage's entry point, the ranking), and its tables
+#: are read as the input stage reads the recommendations (the array layout as rows, item types).
+STAGE_MEETINGS = {
+    ("ndcg_spark._beyond.stage", "ndcg_spark._stages.inputs"),
+    ("ndcg_spark._beyond.stage", "ndcg_spark._stages.ranking"),
+    ("ndcg_spark._beyond.sources", "ndcg_spark._stages.inputs"),
+}
+
+
+def stage_of(module: str) -> Optional[str]:
+    """The stage a module belongs to (``beyond`` for every module of ``_beyond``), or None."""
+    if module.startswith("ndcg_spark._beyond"):
+        return "beyond"
+    name = module.rsplit(".", 1)[-1]
+    return name if module == f"ndcg_spark._stages.{name}" and name in NDCG_STAGES else None
+
+
+def stage_crossings(graph: dict, meetings: set = STAGE_MEETINGS) -> set:
+    """The (module, imported module) pairs of ``graph`` where one stage imports another."""
+    return {
+        (module, target)
+        for module, targets in graph.items()
+        for target in targets
+        if stage_of(module)
+        and stage_of(target)
+        and stage_of(module) != stage_of(target)
+        and (module, target) not in meetings
+    }
+
+
+def test_a_stage_imports_no_other_stage():
+    assert stage_crossings(import_graph(modules_of())) == set()
+
+
+def test_the_stage_rule_sees_a_stage_importing_another_beyond_accuracy_too():
+    graph = {
+        "ndcg_spark._stages.scoring": {"ndcg_spark._stages.judged", "ndcg_spark._stages.rules"},
+        "ndcg_spark._beyond.means": {"ndcg_spark._stages.summary", "ndcg_spark._beyond.columns"},
+        "ndcg_spark._beyond.stage": {"ndcg_spark._stages.ranking", "ndcg_spark._stages.contract"},
+    }
+    assert stage_crossings(graph) == {
+        ("ndcg_spark._stages.scoring", "ndcg_spark._stages.judged"),
+        ("ndcg_spark._beyond.means", "ndcg_spark._stages.summary"),
+    }
+    assert stage_crossings(graph, set()) >= {("ndcg_spark._beyond.stage", "ndcg_spark._stages.ranking")}
+
+
+def private_names_imported(source: str) -> list:
+    """The private names (``_x``) a source imports from a module of the package."""
+    return [
+        f"{node.module or '.'}.{alias.name}"
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.ImportFrom) and ((node.module or "").startswith("ndcg_spark") or node.level)
+        for alias in node.names
+        if alias.name.startswith("_") and not alias.name.startswith("__")
+    ]
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_module_imports_a_private_name_of_another(path):
+    imported = [n for n in private_names_imported(path.read_text()) if n.rsplit(".", 1)[-1] not in _ROOMS]
+    assert imported == [], f"{path.name} imports {imported}: a name another module uses is public in its own"
+
+
+#: The rooms are private packages: importing one (``from ndcg_spark import _stages``) is no private name.
+_ROOMS = set(LIBRARY_ROOMS_ALLOWED) | {"_beyond"}
+
+
+def test_the_private_name_check_sees_every_spelling():
+    assert private_names_imported("from ndcg_spark._charts.plots import _e, axis") == ["ndcg_spark._charts.plots._e"]
+    assert private_names_imported("from .plots import _nice") == ["plots._nice"]
+    assert private_names_imported("def f():\n    from ndcg_spark.report import _bins") == ["ndcg_spark.report._bins"]
+    assert private_names_imported("from ndcg_spark._stages.summary import summarize\nfrom os import _exit") == []
 
 
 # ----------------------------------------------------------------------------- the import graph
@@ -302,6 +419,36 @@ def _design_table(heading: str) -> set:
             break
         rows.append(line.split("|")[1].strip().strip("`"))
     return set(rows)
+
+
+def _design_tables(start: str, end: str) -> set:
+    """The modules named in the first column of every ``| module |`` table of docs/design.md
+    between the headings ``start`` and ``end``."""
+    text = (PACKAGE.parent / "docs" / "design.md").read_text()
+    section = text[text.index(start) : text.index(end)]
+    rows, in_table = set(), False
+    for line in section.splitlines():
+        if line.startswith("| module |"):
+            in_table = True
+        elif in_table and line.startswith("|") and not line.startswith("|---"):
+            rows.add(line.split("|")[1].strip().strip("`"))
+        elif not line.startswith("|"):
+            in_table = False
+    return rows
+
+
+def _has_code(path: Path) -> bool:
+    """Whether a module holds more than its docstring (a room's ``__init__.py`` holds only that)."""
+    body = ast.parse(path.read_text()).body
+    return any(not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)) for n in body)
+
+
+def test_the_design_documents_every_module_of_the_library_and_no_other():
+    library = {
+        str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if "job" not in p.relative_to(PACKAGE).parts[:1]
+    }
+    documented = _design_tables("## Code layout", "The job is the package `ndcg_spark/job/`")
+    assert documented == {m for m in library if _has_code(PACKAGE / m)}
 
 
 def test_the_design_documents_every_module_of_the_job_and_no_other():

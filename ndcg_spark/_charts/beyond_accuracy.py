@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, List, Optional, Sequence
 
-from ndcg_spark._charts.plots import _e, _nice, _plot, _series, _x_scale, _y_scale, k_curve
+from ndcg_spark._charts.plots import escaped, k_curve, line_chart, nice_ceiling, series_svg, x_scale, y_scale
 from ndcg_spark.options import k_label
 
 
@@ -16,7 +16,7 @@ def _y_max(values: Sequence[float]) -> float:
     """The axis' top: a round share for figures up to 1, the next whole number past it (a coverage
     over the interactions' items can exceed 1, as Recommenders')."""
     top = max([*values, 1e-9])
-    return _nice(top) if top <= 1.0 else float(math.ceil(top))
+    return nice_ceiling(top) if top <= 1.0 else float(math.ceil(top))
 
 
 def coverage_curve(metrics: List[Dict[str, Any]], group_by: Sequence[str], width: int = 560, height: int = 320) -> str:
@@ -41,12 +41,12 @@ def exposure_chart(rows: List[Dict[str, Any]], k: Optional[int], width: int = 56
     )
     values = [r[c] for r in rows for c, _ in series if r.get(c) is not None]
     y_max = _y_max(values)
-    svg, (left, top, w, h) = _plot("exposure-curve", width, height, len(series) if rows else None, y_max, "share")
+    svg, (left, top, w, h) = line_chart("exposure-curve", width, height, len(series) if rows else None, y_max, "share")
     if not rows:
         svg.append(f'<text x="{left + 10}" y="{top + 20}">no item</text></svg>')
         return "".join(svg)
     bins = [r["bin"] for r in rows]
-    x_of, y_of = _x_scale(bins, left, w), _y_scale(top, h, y_max)
+    x_of, y_of = x_scale(bins, left, w), y_scale(top, h, y_max)
     # About six rank labels along the axis: the first rank of their bin.
     step = max(1, -(-len(rows) // 6))
     for i, r in enumerate(rows):
@@ -57,7 +57,7 @@ def exposure_chart(rows: List[Dict[str, Any]], k: Optional[int], width: int = 56
                 f'text-anchor="{anchor}">{r["first_rank"]}</text>'
             )
     title = "item's popularity rank in the interactions (1: most popular)"
-    svg.append(f'<text x="{left + w / 2}" y="{height - 4}" font-size="12" text-anchor="middle">{_e(title)}</text>')
+    svg.append(f'<text x="{left + w / 2}" y="{height - 4}" font-size="12" text-anchor="middle">{escaped(title)}</text>')
     for i, (column, name) in enumerate(series):
         shown = [r for r in rows if r.get(column) is not None]
         line = [(x_of(r["bin"]), y_of(r[column])) for r in shown]
@@ -65,6 +65,6 @@ def exposure_chart(rows: List[Dict[str, Any]], k: Optional[int], width: int = 56
             (x, y, f"{name}, ranks {r['first_rank']}-{r['last_rank']} ({r['items']} items): {r[column]:.4f}")
             for (x, y), r in zip(line, shown)
         ]
-        svg += _series(i, name, "exposure", line, dots, width, height)
+        svg += series_svg(i, name, "exposure", line, dots, width, height)
     svg.append("</svg>")
     return "".join(svg)

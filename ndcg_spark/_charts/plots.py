@@ -17,7 +17,7 @@ CHAR_WIDTH = 0.62
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 
 
-def _e(value: Any) -> str:
+def escaped(value: Any) -> str:
     return html.escape(str(value))
 
 
@@ -30,7 +30,7 @@ def ndcg_curve(metrics: List[Dict[str, Any]], group_by: Sequence[str], width: in
     interval as a band."""
 
     def y_max(rows: List[Dict[str, Any]]) -> float:
-        return min(1.0, _nice(max([m.get("ndcg_ci_high") or m["mean_ndcg"] for m in rows] + [1e-9])))
+        return min(1.0, nice_ceiling(max([m.get("ndcg_ci_high") or m["mean_ndcg"] for m in rows] + [1e-9])))
 
     return k_curve("ndcg-curve", metrics, group_by, "mean_ndcg", "mean NDCG", y_max, "segment", True, width, height)
 
@@ -56,12 +56,12 @@ def k_curve(
     for m in finite:
         segments.setdefault(_segment(m, group_by), []).append(m)
     y_max = y_max_of(finite)
-    svg, (left, top, w, h) = _plot(chart, width, height, len(segments) if ks else None, y_max, title)
+    svg, (left, top, w, h) = line_chart(chart, width, height, len(segments) if ks else None, y_max, title)
     if not ks:
         svg.append(f'<text x="{left + 10}" y="{top + 20}">no finite cutoff</text></svg>')
         return "".join(svg)
 
-    x_of, y_of = _x_scale(ks, left, w), _y_scale(top, h, y_max)
+    x_of, y_of = x_scale(ks, left, w), y_scale(top, h, y_max)
 
     for k in ks:
         svg.append(f'<text x="{x_of(k):.1f}" y="{top + h + 16}" font-size="11" text-anchor="middle">{k}</text>')
@@ -76,7 +76,7 @@ def k_curve(
             (x, y, f"{name} k={r['k']}: {r[column]:.4f}{_interval(r) if banded else ''}")
             for (x, y), r in zip(line, rows)
         ]
-        svg += _series(i, name, kind, line, dots, width, height)
+        svg += series_svg(i, name, kind, line, dots, width, height)
     svg.append("</svg>")
     return "".join(svg)
 
@@ -169,7 +169,7 @@ def _count(n: int) -> str:
     return str(n)
 
 
-def _plot(
+def line_chart(
     svg_id: str, width: int, height: int, legend_lines: Optional[int], y_max: float, y_title: str
 ) -> Tuple[List[str], Tuple[int, int, int, int]]:
     """The opening of a line chart: the SVG element, its two axes, the y axis' title and five
@@ -184,7 +184,7 @@ def _plot(
     svg.append(f'<line x1="{left}" y1="{top + h}" x2="{left + w}" y2="{top + h}" stroke="#444"/>')
     svg.append(f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + h}" stroke="#444"/>')
     # The axis' title reads across, above its top tick: a rotated text would need room on the left.
-    svg.append(f'<text class="axis-title" x="{left + 6}" y="{top + 4}" font-size="12">{_e(y_title)}</text>')
+    svg.append(f'<text class="axis-title" x="{left + 6}" y="{top + 4}" font-size="12">{escaped(y_title)}</text>')
     for i in range(5):
         svg.append(
             f'<text x="{left - 6}" y="{top + h - h * i / 4 + 4:.1f}" font-size="11" text-anchor="end">'
@@ -193,17 +193,17 @@ def _plot(
     return svg, (left, top, w, h)
 
 
-def _x_scale(values: Sequence[Any], left: float, w: float):
+def x_scale(values: Sequence[Any], left: float, w: float):
     """x of each of ``values`` (sorted), spread evenly across the plot; one value sits in its middle."""
     return lambda v: left + (w * values.index(v) / (len(values) - 1) if len(values) > 1 else w / 2)
 
 
-def _y_scale(top: float, h: float, y_max: float):
+def y_scale(top: float, h: float, y_max: float):
     """y of a figure on the axis from 0 to ``y_max``, held inside the plot."""
     return lambda v: top + h - h * min(max(v, 0.0), y_max) / y_max
 
 
-def _series(
+def series_svg(
     i: int,
     name: str,
     css_class: str,
@@ -218,7 +218,7 @@ def _series(
     points = " ".join(f"{x:.1f},{y:.1f}" for x, y in line)
     svg = [f'<polyline class="{css_class}" fill="none" stroke="{color}" stroke-width="2" points="{points}"/>']
     svg += [
-        f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{color}"><title>{_e(tip)}</title></circle>'
+        f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{color}"><title>{escaped(tip)}</title></circle>'
         for x, y, tip in dots
     ]
     y = height + LEGEND_LINE * i + 12
@@ -236,10 +236,10 @@ def _label(text: str, x: float, y: float, room: float, size: int, attributes: st
     extra = f" {attributes}" if attributes else ""
     if len(shown) * size * CHAR_WIDTH > 0.85 * room:
         extra += f' textLength="{room:.0f}" lengthAdjust="spacingAndGlyphs"'
-    return f'<text x="{x}" y="{y}" font-size="{size}"{extra}><title>{_e(text)}</title>{_e(shown)}</text>'
+    return f'<text x="{x}" y="{y}" font-size="{size}"{extra}><title>{escaped(text)}</title>{escaped(shown)}</text>'
 
 
-def _nice(value: float) -> float:
+def nice_ceiling(value: float) -> float:
     for step in (0.01, 0.02, 0.05, 0.1, 0.2, 0.25, 0.5, 1.0):
         if value <= step:
             return step
@@ -266,14 +266,14 @@ def trend_chart(
     for r in shown:
         lines.setdefault((_segment(r, group_by), r["k"] is None, r["k"] or 0), []).append(r)
     highest = [r.get("ndcg_ci_high") or r["mean_ndcg"] for r in shown] + [v for _, v in limits]
-    y_max = min(1.0, _nice(max(highest + [1e-9])))
+    y_max = min(1.0, nice_ceiling(max(highest + [1e-9])))
     legend = len(lines) + len(limits) if runs else None
-    svg, (left, top, w, h) = _plot("ndcg-trend", width, height, legend, y_max, "mean NDCG")
+    svg, (left, top, w, h) = line_chart("ndcg-trend", width, height, legend, y_max, "mean NDCG")
     if not runs:
         svg.append(f'<text x="{left + 10}" y="{top + 20}">no complete run</text></svg>')
         return "".join(svg)
 
-    x_of, y_of = _x_scale(runs, left, w), _y_scale(top, h, y_max)
+    x_of, y_of = x_scale(runs, left, w), y_scale(top, h, y_max)
 
     # Every run is a point; at most about eight are labelled, the last always.
     step = max(1, -(-len(runs) // 8))
@@ -282,16 +282,16 @@ def trend_chart(
             # The last run sits on the right edge: its label ends there, so it stays inside the chart.
             anchor = "end" if i == len(runs) - 1 and i > 0 else "middle"
             svg.append(
-                f'<text x="{x_of(run):.1f}" y="{top + h + 16}" font-size="10" text-anchor="{anchor}">{_e(run)}</text>'
+                f'<text x="{x_of(run):.1f}" y="{top + h + 16}" font-size="10" text-anchor="{anchor}">{escaped(run)}</text>'
             )
-    svg.append(f'<text x="{left + w / 2}" y="{height - 4}" font-size="12" text-anchor="middle">{_e(key)}</text>')
+    svg.append(f'<text x="{left + w / 2}" y="{height - 4}" font-size="12" text-anchor="middle">{escaped(key)}</text>')
     # Each limit is a dashed line across the plot, named in the legend below it: a label on the
     # line itself would sit on the trend lines that run near it.
     for i, (label, value) in enumerate(limits):
         y, below = y_of(value), height + LEGEND_LINE * (len(lines) + i) + 12
         svg.append(
             f'<line class="limit" x1="{left}" y1="{y:.1f}" x2="{left + w}" y2="{y:.1f}" stroke="#d62728" '
-            f'stroke-dasharray="5 3"><title>{_e(label)}: {value:.4f}</title></line>'
+            f'stroke-dasharray="5 3"><title>{escaped(label)}: {value:.4f}</title></line>'
         )
         svg.append(
             f'<line x1="10" y1="{below - 4}" x2="30" y2="{below - 4}" stroke="#d62728" stroke-width="2" '
@@ -308,6 +308,6 @@ def trend_chart(
         dots = [
             (x_of(r[key]), y_of(r["mean_ndcg"]), f"{name} {r[key]}: {r['mean_ndcg']:.4f}{_interval(r)}") for r in points
         ]
-        svg += _series(i, name, "trend", line, dots, width, height)
+        svg += series_svg(i, name, "trend", line, dots, width, height)
     svg.append("</svg>")
     return "".join(svg)

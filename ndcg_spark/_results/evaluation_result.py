@@ -16,11 +16,10 @@ from ndcg_spark._beyond.means import aggregates as beyond_aggregates
 from ndcg_spark._beyond.means import summary as beyond_summary
 from ndcg_spark._charts.plots import BINS
 from ndcg_spark._metrics.accuracy import COMPANIONS
-from ndcg_spark._results.written_once import WrittenOnce, _cutoff_conditions, _in_bin
+from ndcg_spark._results.written_once import WrittenOnce, cutoff_conditions, in_bin
 from ndcg_spark._spark.compat import observes
 from ndcg_spark._spark.counts import RowCount
 from ndcg_spark._spark.sql import alias_of, ident
-from ndcg_spark._stages import summary as _summary
 from ndcg_spark._stages.contract import (
     EXCLUDED,
     FIGURES,
@@ -29,6 +28,7 @@ from ndcg_spark._stages.contract import (
     both_sides_kept,
     both_sides_kept_sql,
 )
+from ndcg_spark._stages.summary import accounting, accounting_aggregates, summarize, summary_aggregates
 from ndcg_spark.errors import input_errors
 from ndcg_spark.options import BEYOND_PER_USER, EvaluationOptions
 
@@ -126,7 +126,7 @@ class EvaluationResult:
         companion metrics' means when asked for)."""
         # The beyond-accuracy means ride on NDCG's pass over the per-user rows (one pass, not two).
         extra = beyond_aggregates(self.beyond, self.options)
-        rows = _summary.summarize(self._scored, self.options, extra)
+        rows = summarize(self._scored, self.options, extra)
         if not self.beyond:
             return rows
         return beyond_summary(rows, self._beyond_globals, self.beyond, self.options)
@@ -159,7 +159,7 @@ class EvaluationResult:
         the rows set aside.
         """
         with input_errors():
-            sums = _summary.accounting(self._scored, self.options).first().asDict()
+            sums = accounting(self._scored, self.options).first().asDict()
         sums["recommendations_beyond_k"] = self.ranked_rows.rows() - sums.pop("recommendations_listed")
         return self.with_beyond_sums(sums)
 
@@ -236,15 +236,15 @@ class EvaluationResult:
         scored, observed = result._scored, None
         if observes(scored) and not opts.group_by:
             observed = Observation()
-            aggregates = list(_summary.accounting_aggregates(opts))
+            aggregates = list(accounting_aggregates(opts))
             if one_pass:
-                for i, where in enumerate(_cutoff_conditions(opts)):
+                for i, where in enumerate(cutoff_conditions(opts)):
                     aggregates += [
                         f"{a.rsplit(' AS ', 1)[0]} AS {alias_of(a)}__{i}"
-                        for a in _summary.summary_aggregates(scored.columns, opts, where)
+                        for a in summary_aggregates(scored.columns, opts, where)
                     ]
                     if histogram:
-                        aggregates += [f"{_in_bin(where, b)} AS __bin_{i}_{b}" for b in range(BINS)]
+                        aggregates += [f"{in_bin(where, b)} AS __bin_{i}_{b}" for b in range(BINS)]
             scored = scored.observe(observed, *[F.expr(a) for a in aggregates])
         per_user = replace(result, _scored=scored).per_user
         return WrittenOnce(per_user, result, observed, one_pass)

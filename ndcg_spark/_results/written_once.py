@@ -14,13 +14,13 @@ from pyspark.sql import functions as F
 from ndcg_spark._charts.plots import BINS
 from ndcg_spark._spark.compat import observes
 from ndcg_spark._spark.sql import FINITE_NDCG, alias_of, ident, ndcg_bin
-from ndcg_spark._stages import summary as _summary
 from ndcg_spark._stages.contract import EXCLUDED, both_sides_kept_sql
+from ndcg_spark._stages.summary import accounting_aggregates, finish_summary, summary_aggregates
 from ndcg_spark.errors import input_errors
 from ndcg_spark.options import EvaluationOptions
 
 
-def _in_bin(where: str, b: int) -> str:
+def in_bin(where: str, b: int) -> str:
     """SQL: the per-user rows of ``where`` (a cutoff's) whose NDCG falls in bin ``b`` of
     :func:`ndcg_spark.report.ndcg_histogram` (equal bins over [0, 1], 1.0 in the last, a value
     that is not finite in none)."""
@@ -45,7 +45,7 @@ def _literal(value: Any, sql_type: str) -> str:
     return f"CAST({int(value)} AS {sql_type})"
 
 
-def _cutoff_conditions(opts: EvaluationOptions) -> List[str]:
+def cutoff_conditions(opts: EvaluationOptions) -> List[str]:
     """SQL: each cutoff's rows of the scored frame (``k`` null for the whole list)."""
     return [f"k <=> CAST({int(k)} AS INT)" if k is not None else "k IS NULL" for k in opts.cutoffs]
 
@@ -77,7 +77,7 @@ class WrittenOnce:
         # The figures of each k aggregated on the per-user write, as the rows of the summary's
         # aggregation (the same columns and types), then the summary's own expressions.
         opts, scored = self.result.options, self.result._scored
-        aggregates = _summary.summary_aggregates(scored.columns, opts)
+        aggregates = summary_aggregates(scored.columns, opts)
         names = [alias_of(a) for a in aggregates]
         schema = scored.groupBy("k").agg(*[F.expr(a) for a in aggregates]).schema
         rows = [(k, *[figures[f"{n}__{i}"] for n in names]) for i, k in enumerate(opts.cutoffs)]
@@ -90,7 +90,7 @@ class WrittenOnce:
         )
         columns = ", ".join(ident(f.name) for f in schema.fields)
         aggregated = scored.sparkSession.sql(f"SELECT * FROM VALUES {values} AS figures({columns})")
-        return _summary.finish_summary(aggregated, scored, opts, aggregates)
+        return finish_summary(aggregated, scored, opts, aggregates)
 
     def _figures(self) -> Optional[Dict[str, Any]]:
         try:
@@ -123,7 +123,7 @@ class WrittenOnce:
         """:meth:`EvaluationResult.row_accounting`'s sums, observed on the per-user write when they could be."""
         figures = self._figures()
         if figures:
-            names = [alias_of(a) for a in _summary.accounting_aggregates(self.result.options)]
+            names = [alias_of(a) for a in accounting_aggregates(self.result.options)]
             sums = {name: int(figures[name]) for name in names}
             sums["recommendations_beyond_k"] = self.result.ranked_rows.rows() - sums.pop("recommendations_listed")
             return self.result.with_beyond_sums(sums)

@@ -36,7 +36,6 @@ from ndcg_spark._spark.sql import (
     repeat_count,
     sums_at_cuts,
 )
-from ndcg_spark._stages import rules as _rules
 from ndcg_spark._stages.contract import (
     CARRIED,
     HAS_JUDGEMENTS,
@@ -54,6 +53,7 @@ from ndcg_spark._stages.contract import (
     lists_run_past_k,
     positions_as_given,
 )
+from ndcg_spark._stages.rules import sums_checked
 from ndcg_spark.options import EvaluationOptions
 
 # Columns inside this stage.
@@ -330,7 +330,7 @@ def with_cutoffs(df: DataFrame, opts: EvaluationOptions) -> DataFrame:
     ndcg = f"CASE WHEN idcg > 0 THEN dcg / idcg {_zero_idcg_one(opts)}ELSE 0.0D END"
     # A list's gains can add up past the largest double: stop there rather than give NaN.
     keys = [c for c in (*opts.group_by, opts.user_col) if c in per_k.columns]
-    checked = _rules.sums_checked(ndcg, [("cg", "cg"), ("dcg", "dcg"), ("idcg", "idcg")], keys)
+    checked = sums_checked(ndcg, [("cg", "cg"), ("dcg", "dcg"), ("idcg", "idcg")], keys)
     return figures.selectExpr(*kept, "k", "cg", "dcg", "idcg", *names, f"{checked} AS ndcg")
 
 

@@ -15,9 +15,9 @@ from ndcg_spark.job.outputs.files import Files
 from ndcg_spark.job.result import strict_json
 
 #: The files published beside the marker.
-COMPANIONS = ("report.html",)
+COMPANION_FILES = ("report.html",)
 #: Names an output directory may hold (anything else: the directory is not ours to write into).
-OUR_NAMES = {"per_user", "summary", "rejected", "comparison", "_manifests", STATE, *COMPANIONS}
+OUR_NAMES = {"per_user", "summary", "rejected", "comparison", "_manifests", STATE, *COMPANION_FILES}
 OUR_NAMES |= {marker for _, marker in COMMANDS.values()} | {f".{m}.tmp" for m in ("summary.json", "report.html")}
 
 

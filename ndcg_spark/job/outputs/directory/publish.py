@@ -37,7 +37,7 @@ from ndcg_spark.job import interrupts
 from ndcg_spark.job.config.targets import shown
 from ndcg_spark.job.outputs import contract
 from ndcg_spark.job.outputs.contract import STATE
-from ndcg_spark.job.outputs.directory.layout import COMPANIONS, Place, record_layout
+from ndcg_spark.job.outputs.directory.layout import COMPANION_FILES, Place, record_layout
 from ndcg_spark.job.outputs.files import Files
 from ndcg_spark.job.result import strict_json
 
@@ -132,7 +132,7 @@ class Staging:
                 live = self.place.table(name)
                 files = self.place.files.data_files(self.written[name])
                 tables[name] = {"path": live[len(root) :], "files": files}
-        companions = [n for n in COMPANIONS if n in self.written]
+        companions = [n for n in COMPANION_FILES if n in self.written]
         return {"tables": tables, "files": companions}
 
     def publish(self, marker: Dict[str, Any], guard: Optional[Callable[[], None]] = None) -> None:
@@ -143,9 +143,9 @@ class Staging:
         place, files = self.place, self.place.files
         record_layout(place)
         moves = [(n, self.written[n], place.table(n)) for n in place.tables if n in self.written]
-        moves += [(n, self.written[n], f"{place.marker_dir}/{n}") for n in COMPANIONS if n in self.written]
+        moves += [(n, self.written[n], f"{place.marker_dir}/{n}") for n in COMPANION_FILES if n in self.written]
         removes = [place.table(n) for n in place.tables if n not in self.written]
-        removes += [f"{place.marker_dir}/{n}" for n in COMPANIONS if n not in self.written]
+        removes += [f"{place.marker_dir}/{n}" for n in COMPANION_FILES if n not in self.written]
         journal = {
             "run_id": self.run_id,
             "output": files.root,
