@@ -1,23 +1,24 @@
 """``evaluate``: per-user CG, DCG, IDCG and NDCG@k, and their summary, as lazy DataFrames.
 
-The stages, each a module of its own that writes columns of the contract
-(:mod:`~ndcg_spark._stages.contract`) and reads only the contract's, never another stage's module:
+:func:`evaluate_rows` is the order of the stages, each a module of ``_stages`` that writes
+columns of the contract (:mod:`~ndcg_spark._stages.contract`) and reads only the contract's,
+never another stage's module:
 
 1. :mod:`~ndcg_spark._stages.inputs`: the array layout as rows, the tables' shapes checked, the
-   inputs narrowed to what the metric reads;
-2. :mod:`~ndcg_spark._stages.rules`: bad rows stop the run (or are set aside under quarantine);
-3. :mod:`~ndcg_spark._stages.ranking`: each user's top k by a ``row_number()`` window, as a list;
-4. :mod:`~ndcg_spark._stages.judged`: each user's judgements and ideal list;
-5. the two joined on the user, full outer, so no user is lost. With segments of the
-   recommendations (a model column), the segment columns are packed into one struct and the
-   relevance rows are repeated for every segment the recommendations hold before they are
-   grouped, and the join is on (segment, user): each segment is then exactly a separate run of
-   that segment's recommendations against the whole relevance table, and both sides arrive
-   partitioned by the keys they are joined on (no exchange after the lists meet);
-6. :mod:`~ndcg_spark._stages.scoring`: gains and the sums at every cutoff, on each list's own row, then
-   one row per (user, k);
-7. :mod:`~ndcg_spark._stages.summary`: the exclusion policies, then (lazily) the summary and the
-   row accounting.
+   row rules applied (bad rows stop the run, or are set aside under quarantine), the inputs
+   narrowed to what the metric reads; with segments of the recommendations (a model column),
+   both tables keyed by the packed segment;
+2. :mod:`~ndcg_spark._stages.ranking`: each user's top k by a ``row_number()`` window, as a list;
+3. :mod:`~ndcg_spark._stages.judged`: each user's judgements and ideal list;
+4. :mod:`~ndcg_spark._stages.lists`: the two joined on the user (and segment), full outer, so no
+   user is lost;
+5. :mod:`~ndcg_spark._stages.scoring`: gains and the sums at every cutoff, on each list's own
+   row, then one row per (user, k);
+6. :mod:`~ndcg_spark._stages.summary`: the exclusion policies, then (lazily, in
+   :class:`~ndcg_spark._results.evaluation_result.EvaluationResult`) the summary and the row
+   accounting;
+7. beside scoring, beyond accuracy (:mod:`~ndcg_spark._beyond.stage`), with the tables it reads
+   resolved before the input stage (their items join the lists').
 
 Expressions are Spark SQL text (:mod:`ndcg_spark._spark.sql`): the same built-in functions as the
 ``Column`` API, with far fewer Python -> JVM calls to build the plan.
@@ -172,7 +173,7 @@ def evaluate_rows(
     """:func:`evaluate` of recommendations already in the rows layout (:func:`ndcg_spark._stages.inputs.as_rows`).
 
     ``options`` are the caller's (resolved), kept as they are in the result; the stages read
-    the rows with :func:`ndcg_spark._stages.inputs.reading_options`. The stages, in order:
+    the rows with :func:`ndcg_spark._stages.inputs.reading_options`.
     """
     opts = reading_options(options)
     extra = BeyondInputs.of(tables or Tables(), user_attributes, opts)

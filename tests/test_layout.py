@@ -182,6 +182,12 @@ def stage_crossings(graph: dict, meetings: set = STAGE_MEETINGS) -> set:
     }
 
 
+def test_every_column_of_the_contract_is_written_by_a_stage():
+    # A writer names its stage first ("judged; scoring per ideal": one writer, then another's case).
+    writers = {part.split()[0] for c in _columns.CONTRACT for part in c.writer.split("; ")}
+    assert writers <= set(NDCG_STAGES)
+
+
 def test_a_stage_imports_no_other_stage():
     assert stage_crossings(import_graph(modules_of())) == set()
 

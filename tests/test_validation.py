@@ -541,17 +541,17 @@ def test_rows_lost_inside_the_evaluation_fail_the_accounting(
 ):
     """Each reason is counted from its own rows: a stage that drops rows cannot hide them in
     another reason's count, so the job stops (exit 1) instead of reporting figures without them."""
-    from ndcg_spark._stages import judged as _judged
-    from ndcg_spark._stages import ranking as _ranking
+    from ndcg_spark import evaluation
     from ndcg_spark.job.exits import EXIT_FAILURE
 
     assert intact_accounting == EXIT_OK
     recs, rel = _tables(spark, LOSSY_RECS, LOSSY_REL)
     capsys.readouterr()
     # A faulty stage: every row of item "b" disappears on its way into the lists.
-    module, stage = (_ranking, "ranked_lists") if lost == "recommendations" else (_judged, "judged_lists")
-    intact = getattr(module, stage)
-    monkeypatch.setattr(module, stage, lambda df, *args: intact(df.filter("__ndcg_item <> 'b'"), *args))
+    # evaluate() is the order of the stages: the stage is replaced where it calls it.
+    stage = "ranked_lists" if lost == "recommendations" else "judged_lists"
+    intact = getattr(evaluation, stage)
+    monkeypatch.setattr(evaluation, stage, lambda df, *args: intact(df.filter("__ndcg_item <> 'b'"), *args))
     code, out = _run_cli(spark, tmp_path / "faulty", recs, rel, "--k", "2")
     assert code == EXIT_FAILURE
     err = capsys.readouterr().err.strip().splitlines()

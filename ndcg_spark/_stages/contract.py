@@ -53,26 +53,26 @@ class Column:
 #: Every column of the contract, in the order the data meets them: the narrowed inputs, the ranked
 #: lists (one row per list), the judged lists (one row per user), the scored frame (one row per (list, k)).
 CONTRACT = (
-    Column(ARRAY_RANK, "int", "the 1-based array position: the rank under array_ranking = order", "_inputs"),
-    Column(ITEM, "key", "the item, in the one type both tables are compared in", "_inputs"),
-    Column(ORDER, "double", "a recommendation's ordering key, smaller first", "_inputs"),
-    Column(REL, "double", "a judgement's relevance", "_inputs"),
+    Column(ARRAY_RANK, "int", "the 1-based array position: the rank under array_ranking = order", "inputs"),
+    Column(ITEM, "key", "the item, in the one type both tables are compared in", "inputs"),
+    Column(ORDER, "double", "a recommendation's ordering key, smaller first", "inputs"),
+    Column(REL, "double", "a judgement's relevance", "inputs"),
     Column(
-        SEGMENT, "struct", "the segment columns of the recommendations, packed until the lists are joined", "evaluation"
+        SEGMENT, "struct", "the segment columns of the recommendations, packed until the lists are joined", "inputs"
     ),
-    Column(ITEMS, "array", "the list's items in position order, the first largest k", "_ranking"),
-    Column(ORDERS, "array<double>", "their ordering keys (with a rank column, or ties kept)", "_ranking"),
-    Column(RANKED_REPEATS, "int", "how many of the list's items repeat an earlier one", "_ranking"),
-    Column(JUDGED_ITEMS, "array", "the user's judged items", "_judged"),
-    Column(JUDGED_RELEVANCE, "array<double>", "their relevance, element for element", "_judged"),
-    Column(IDEAL, "array<double>", "the ideal list's grades, largest first", "_judged; _scoring per ideal"),
-    Column(N_RELEVANT, "int", "judged items with relevance above 0 (a public figure too)", "_judged"),
-    Column(N_RELEVANT_BINARY, "int", "judged items relevant for the companion metrics", "_judged"),
-    Column(HAS_JUDGEMENTS, "boolean", "the user has relevance rows", "_judged"),
-    Column(JUDGED_REPEATS, "int", 'rows merged by duplicate_relevance = "max"', "_judged"),
-    Column(JUDGED_ROWS, "int", "the user's relevance rows", "_judged"),
-    Column(EXCLUDED, "boolean", "the exclusion policies leave the user out", "_summary"),
-    Column(HAS_ATTRIBUTES, "boolean", "the user has a row of user attributes", "_inputs"),
+    Column(ITEMS, "array", "the list's items in position order, the first largest k", "ranking"),
+    Column(ORDERS, "array<double>", "their ordering keys (with a rank column, or ties kept)", "ranking"),
+    Column(RANKED_REPEATS, "int", "how many of the list's items repeat an earlier one", "ranking"),
+    Column(JUDGED_ITEMS, "array", "the user's judged items", "judged"),
+    Column(JUDGED_RELEVANCE, "array<double>", "their relevance, element for element", "judged"),
+    Column(IDEAL, "array<double>", "the ideal list's grades, largest first", "judged; scoring per ideal"),
+    Column(N_RELEVANT, "int", "judged items with relevance above 0 (a public figure too)", "judged"),
+    Column(N_RELEVANT_BINARY, "int", "judged items relevant for the companion metrics", "judged"),
+    Column(HAS_JUDGEMENTS, "boolean", "the user has relevance rows", "judged"),
+    Column(JUDGED_REPEATS, "int", 'rows merged by duplicate_relevance = "max"', "judged"),
+    Column(JUDGED_ROWS, "int", "the user's relevance rows", "judged"),
+    Column(EXCLUDED, "boolean", "the exclusion policies leave the user out", "summary"),
+    Column(HAS_ATTRIBUTES, "boolean", "the user has a row of user attributes", "inputs"),
 )
 
 #: The scored frame's columns that carry counts from the two lists (the summary and the row accounting read them).
