@@ -13,8 +13,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ndcg_spark._comparison.statistics import with_t_test
-from ndcg_spark._spark.sql import ident
-from ndcg_spark._stages.summary import join_null_safe
+from ndcg_spark._spark.sql import ident, join_null_safe
 from ndcg_spark.errors import MISSING_COLUMN, InputDataError
 
 __all__ = ["paired_difference"]

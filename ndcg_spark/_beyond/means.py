@@ -9,8 +9,7 @@ from typing import List, Optional, Sequence
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ndcg_spark._spark.sql import alias_of, ident
-from ndcg_spark._stages.summary import join_null_safe, normal_interval
+from ndcg_spark._spark.sql import alias_of, ident, join_null_safe, normal_interval
 from ndcg_spark.options import BEYOND_PER_USER, EvaluationOptions
 
 

@@ -29,9 +29,8 @@ from ndcg_spark._beyond.columns import (
     cutoff_sql,
     unpacked,
 )
-from ndcg_spark._spark.sql import ident, string_literal
+from ndcg_spark._spark.sql import ident, join_null_safe, string_literal
 from ndcg_spark._stages.contract import EXCLUDED, ITEM, ITEMS, JUDGED_ITEMS, JUDGED_RELEVANCE, SEGMENT, list_keys
-from ndcg_spark._stages.summary import join_null_safe
 from ndcg_spark.options import BEYOND_PER_USER, EvaluationOptions
 
 

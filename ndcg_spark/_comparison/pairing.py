@@ -17,9 +17,9 @@ from pyspark.sql import functions as F
 
 from ndcg_spark._comparison.statistics import paired_t_test, with_t_test
 from ndcg_spark._results.evaluation_result import EvaluationResult
-from ndcg_spark._spark.sql import ident
+from ndcg_spark._spark.sql import ident, join_null_safe
 from ndcg_spark._stages.contract import EXCLUDED
-from ndcg_spark._stages.summary import excluded, join_null_safe
+from ndcg_spark._stages.summary import excluded
 from ndcg_spark.errors import input_errors
 from ndcg_spark.options import BEYOND_PER_USER, EvaluationOptions
 

@@ -13,7 +13,10 @@ always go through :func:`ident`, and literal strings through :func:`string_liter
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Optional, Sequence
+from typing import Callable, Dict, Optional, Sequence, Tuple
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 
 def ident(name: str) -> str:
@@ -214,3 +217,56 @@ def sums_at_cuts(
         ]
     )
     return f"aggregate({values}, {zero}, (s_a, s_t) -> named_struct({step}), s_a -> {recorded(str(len(cuts)))})"
+
+
+#: Normal quantile of a two-sided 95% interval.
+Z_95 = 1.959963984540054
+
+
+def normal_interval(mean: str, std: str, users: str, clip: Optional[Tuple[float, float]] = None) -> Tuple[str, str]:
+    """SQL: the bounds of a mean's normal 95% interval, mean ± z · std / sqrt(users), each null
+    under two users (:func:`when_spread`); ``clip``, the range the values live in, bounds them.
+
+    ``mean``, ``std`` and ``users`` are SQL (columns or aggregates): NDCG's summary and the
+    beyond-accuracy means write their intervals with it.
+    """
+    half = f"({Z_95}D * {std} / sqrt(CAST({users} AS DOUBLE)))"
+    low, high = f"{mean} - {half}", f"{mean} + {half}"
+    if clip is not None:
+        low, high = f"greatest({low}, {float(clip[0])!r}D)", f"least({high}, {float(clip[1])!r}D)"
+    return when_spread(users, low), when_spread(users, high)
+
+
+def when_spread(users: str, bound: str) -> str:
+    """SQL: an interval bound, null unless at least two users are averaged.
+
+    One user (or none) gives no spread to estimate: a bound there would be made up (the normal
+    interval's null half-width clipped to [0, 1], or every bootstrap replicate that one value).
+    """
+    return f"(CASE WHEN {users} >= 2 THEN {bound} END)"
+
+
+def join_null_safe(left: DataFrame, right: DataFrame, keys: Sequence[str], how: str) -> DataFrame:
+    """``left.join(right, on=keys, how=how)`` (``how`` "inner", "left" or "full") where a null key matches a null key.
+
+    ``k`` is null for the whole-list cutoff and a segment value may be null: a plain equi-join
+    on such keys would never pair those rows. One column per key, as with ``on=keys``
+    (for a full join, the value of whichever side has the row).
+    """
+    if how not in ("inner", "left", "full"):
+        raise ValueError(f"join_null_safe joins 'inner', 'left' or 'full', not {how!r}")
+    renamed = right.select(
+        *[F.col(ident(c)).alias(f"__ndcg_right_{i}") for i, c in enumerate(keys)],
+        *[F.col(ident(c)) for c in right.columns if c not in keys],
+    )
+    condition = None
+    for i, c in enumerate(keys):
+        equal = F.col(ident(c)).eqNullSafe(F.col(f"__ndcg_right_{i}"))
+        condition = equal if condition is None else condition & equal
+    joined = left.join(renamed, on=condition, how=how)
+    if how == "full":
+        key_columns = [F.coalesce(F.col(ident(c)), F.col(f"__ndcg_right_{i}")).alias(c) for i, c in enumerate(keys)]
+    else:
+        key_columns = [F.col(ident(c)) for c in keys]
+    rest = [F.col(ident(c)) for c in joined.columns if c not in keys and not c.startswith("__ndcg_right_")]
+    return joined.select(*key_columns, *rest)

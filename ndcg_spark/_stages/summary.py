@@ -8,13 +8,13 @@ for a user the policies leave out of ``per_user`` and the means (such users are 
 from __future__ import annotations
 
 import math
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ndcg_spark._metrics.accuracy import COMPANIONS, CORE
-from ndcg_spark._spark.sql import alias_of, ident, string_literal
+from ndcg_spark._spark.sql import alias_of, ident, join_null_safe, normal_interval, string_literal, when_spread
 from ndcg_spark._stages.contract import (
     EXCLUDED,
     HAS_ATTRIBUTES,
@@ -25,9 +25,6 @@ from ndcg_spark._stages.contract import (
 )
 from ndcg_spark.errors import input_check
 from ndcg_spark.options import EvaluationOptions
-
-#: Normal quantile of a two-sided 95% interval.
-Z_95 = 1.959963984540054
 
 
 def excluded(n_recommended: str, n_relevant: str, opts: EvaluationOptions, has_judgements: str = "true") -> str:
@@ -108,7 +105,7 @@ def finish_summary(
     at = names.index("std_ndcg") + 1
     if opts.confidence_interval == "bootstrap":
         summary = join_null_safe(summary, bootstrap_interval(scored, opts), [*opts.group_by, "k"], "left")
-        interval = [f"{_when_spread('users', c)} AS {c}" for c in ("ndcg_ci_low", "ndcg_ci_high")]
+        interval = [f"{when_spread('users', c)} AS {c}" for c in ("ndcg_ci_low", "ndcg_ci_high")]
     else:
         # NDCG lives in [0, 1]; the normal approximation does not know it.
         low, high = normal_interval("mean_ndcg", "std_ndcg", "users", clip=(0.0, 1.0))
@@ -124,55 +121,6 @@ def finish_summary(
     ordered = [F.col(c).asc_nulls_last() for c in keys]
     # A handful of rows: one partition sorted in place, where orderBy would sample the input in a job of its own.
     return summary.selectExpr(*columns).coalesce(1).sortWithinPartitions(*ordered)
-
-
-def normal_interval(mean: str, std: str, users: str, clip: Optional[Tuple[float, float]] = None) -> Tuple[str, str]:
-    """SQL: the bounds of a mean's normal 95% interval, mean ± z · std / sqrt(users), each null
-    under two users (:func:`_when_spread`); ``clip``, the range the values live in, bounds them.
-
-    ``mean``, ``std`` and ``users`` are SQL (columns or aggregates): NDCG's summary and the
-    beyond-accuracy means write their intervals with it.
-    """
-    half = f"({Z_95}D * {std} / sqrt(CAST({users} AS DOUBLE)))"
-    low, high = f"{mean} - {half}", f"{mean} + {half}"
-    if clip is not None:
-        low, high = f"greatest({low}, {float(clip[0])!r}D)", f"least({high}, {float(clip[1])!r}D)"
-    return _when_spread(users, low), _when_spread(users, high)
-
-
-def _when_spread(users: str, bound: str) -> str:
-    """SQL: an interval bound, null unless at least two users are averaged.
-
-    One user (or none) gives no spread to estimate: a bound there would be made up (the normal
-    interval's null half-width clipped to [0, 1], or every bootstrap replicate that one value).
-    """
-    return f"(CASE WHEN {users} >= 2 THEN {bound} END)"
-
-
-def join_null_safe(left: DataFrame, right: DataFrame, keys: Sequence[str], how: str) -> DataFrame:
-    """``left.join(right, on=keys, how=how)`` (``how`` "inner", "left" or "full") where a null key matches a null key.
-
-    ``k`` is null for the whole-list cutoff and a segment value may be null: a plain equi-join
-    on such keys would never pair those rows. One column per key, as with ``on=keys``
-    (for a full join, the value of whichever side has the row).
-    """
-    if how not in ("inner", "left", "full"):
-        raise ValueError(f"join_null_safe joins 'inner', 'left' or 'full', not {how!r}")
-    renamed = right.select(
-        *[F.col(ident(c)).alias(f"__ndcg_right_{i}") for i, c in enumerate(keys)],
-        *[F.col(ident(c)) for c in right.columns if c not in keys],
-    )
-    condition = None
-    for i, c in enumerate(keys):
-        equal = F.col(ident(c)).eqNullSafe(F.col(f"__ndcg_right_{i}"))
-        condition = equal if condition is None else condition & equal
-    joined = left.join(renamed, on=condition, how=how)
-    if how == "full":
-        key_columns = [F.coalesce(F.col(ident(c)), F.col(f"__ndcg_right_{i}")).alias(c) for i, c in enumerate(keys)]
-    else:
-        key_columns = [F.col(ident(c)) for c in keys]
-    rest = [F.col(ident(c)) for c in joined.columns if c not in keys and not c.startswith("__ndcg_right_")]
-    return joined.select(*key_columns, *rest)
 
 
 def bootstrap_interval(scored: DataFrame, opts: EvaluationOptions) -> DataFrame:
