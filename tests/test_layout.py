@@ -580,6 +580,19 @@ def test_marked(): run([])
     assert _unmarked_job_tests("import pytest\npytestmark = [pytest.mark.cluster]\n" + source, {"published"}) == []
 
 
+def library_rooms(graph: dict) -> dict:
+    """The library's graph by room (a private package, or a module at the root), the job left out."""
+    rooms: dict = {}
+    for module, targets in graph.items():
+        if room_of(module) == "job":
+            continue
+        rooms.setdefault(room_of(module) or "__init__", set()).update(
+            room_of(t) for t in targets if room_of(t) not in (room_of(module), "job")
+        )
+    return rooms
+
+
 if __name__ == "__main__":
     print(measures(job_graph(), "ndcg_spark.job"))
     print(measures(import_graph(modules_of()), "ndcg_spark"))
+    print(measures(library_rooms(import_graph(modules_of())), "ndcg_spark's library by room"))
