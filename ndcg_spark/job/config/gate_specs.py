@@ -15,9 +15,9 @@ worse      ``--fail-if-worse`` the margin a candidate may trail its baseline by
 
 Which figures each kind may hold (:func:`gated`, from the metrics' declared direction): a floor,
 any figure but ``gini_index``; a drop, NDCG and the per-user means (it pairs users); a margin,
-NDCG. ``gini_index`` measures concentration, lower is better: a floor or an allowed drop on it would pass the worse run, so
-it is refused (gate ``catalog_coverage`` or ``distributional_coverage``, which rise as exposure
-spreads). NDCG's amounts lie in [0, 1]; a beyond-accuracy figure's may be any number >= 0
+NDCG. ``gini_index`` measures concentration, lower is better (so declared): a floor or an allowed
+drop on it would pass the worse run, so it is refused (gate ``catalog_coverage`` or
+``distributional_coverage``, which rise as exposure spreads). NDCG's amounts lie in [0, 1]; a beyond-accuracy figure's may be any number >= 0
 (novelty and distributional coverage are bits, popularity a count).
 
 The config parses each gate once (:func:`parse_gates`); :func:`ndcg_spark.job.gates.holding.check`
