@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Optional, Tuple
 
+from ndcg_spark._metrics import registry
 from ndcg_spark.conventions import PRESETS, preset_values
 from ndcg_spark.errors import ConfigError
 
@@ -43,21 +44,51 @@ SHORT_LISTS = ("list_length", "k")
 WITHOUT_LIST = ("null", "scored")
 WITHOUT_BASELINE = ("unexpected", "expected")
 
-#: The beyond-accuracy metrics of each user's list (``per_user`` columns, ``mean_<name>`` in the summary).
-BEYOND_PER_USER = (
-    "novelty",
-    "surprisal",
-    "unseen_share",
-    "popularity",
-    "long_tail_share",
-    "diversity",
-    "category_diversity",
-    "serendipity",
-    "unexpectedness",
-)
-#: The beyond-accuracy figures of a whole segment and k (summary columns).
-BEYOND_GLOBAL = ("catalog_coverage", "distributional_coverage", "gini_index")
-BEYOND_METRICS = BEYOND_PER_USER + BEYOND_GLOBAL
+#: The beyond-accuracy metrics are declared in the metric registry (:mod:`ndcg_spark._metrics.registry`)
+#: and read from it when used, so one declared at run time counts: :func:`beyond_per_user`,
+#: :func:`beyond_global`, :func:`beyond_metric_names`. ``BEYOND_PER_USER``, ``BEYOND_GLOBAL`` and
+#: ``BEYOND_METRICS`` are the same names as tuples, read from the registry on each attribute access
+#: (``options.BEYOND_PER_USER``; a name bound by ``from ndcg_spark.options import`` keeps the tuple of then).
+_LIVE_NAMES = {
+    "BEYOND_PER_USER": registry.per_user_names,
+    "BEYOND_GLOBAL": registry.global_names,
+    "BEYOND_METRICS": registry.names,
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LIVE_NAMES:
+        return _LIVE_NAMES[name]()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def beyond_per_user() -> Tuple[str, ...]:
+    """The beyond-accuracy metrics of each user's list (``per_user`` columns, ``mean_<name>`` and its
+    interval in the summary), as declared now, in every output's order."""
+    return registry.per_user_names()
+
+
+def beyond_global() -> Tuple[str, ...]:
+    """The beyond-accuracy figures of a whole segment and k (summary columns), as declared now."""
+    return registry.global_names()
+
+
+def beyond_metric_names() -> Tuple[str, ...]:
+    """Every beyond-accuracy metric's name: :func:`beyond_per_user`, then :func:`beyond_global`."""
+    return registry.names()
+
+
+def higher_is_better(metric: str) -> bool:
+    """Whether a higher value of beyond-accuracy ``metric`` is the better one (``gini_index``, a
+    measure of concentration, is lower-is-better: no gate may hold it)."""
+    return registry.declared(metric).higher_is_better
+
+
+def measured_by(metric: str) -> str:
+    """What beyond-accuracy ``metric`` measures, in a word (declared for a lower-is-better one)."""
+    return registry.declared(metric).measures
+
+
 #: Per table other than the recommendations and relevance, the options naming its user and item
 #: columns where they differ from ``user_col`` / ``item_col`` (those tables come from other systems).
 TABLE_COLUMNS = {
@@ -297,7 +328,7 @@ negative_relevance, on_invalid_rows, cap_ideal_at_list_length
     beyond_accuracy: Any = _opt(
         False,
         "Beyond-accuracy metrics at every k: true (every one the given interactions, items and baseline allow) "
-        f"or a list of names ({', '.join(BEYOND_METRICS)}).",
+        f"or a list of names ({', '.join(registry.names())}).",
     )
     similarity: str = _opt(
         "cooccurrence",
@@ -502,28 +533,25 @@ def _number(value: Any, name: str) -> float:
 
 
 def _beyond_names(value: Any) -> Any:
-    """``beyond_accuracy`` as True, False or a sorted tuple of known metric names.
+    """``beyond_accuracy`` as True, False or a tuple of known metric names in the registry's order.
 
-    Written ``true``/``false`` or ``"novelty,diversity"`` (a flag's text) or a list of names.
+    True, False, or a list of names (a flag's text, ``"novelty,diversity"``, is the job's to read:
+    :func:`ndcg_spark.job.config.readers.beyond_names`).
     """
-    if isinstance(value, str):
-        text = value.strip().lower()
-        if text in ("true", "false"):
-            return text == "true"
-        value = [v.strip() for v in text.split(",") if v.strip()]
     if isinstance(value, bool):
         return value
     names = list(value or ()) if isinstance(value, (list, tuple)) else None
     if names is None or any(not isinstance(n, str) for n in names):
         raise ConfigError(f"beyond_accuracy must be true, false or a list of metric names, got {value!r}")
+    known = registry.names()
     for name in names:
-        if name not in BEYOND_METRICS:
-            close = difflib.get_close_matches(name, BEYOND_METRICS, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else f"; known: {', '.join(BEYOND_METRICS)}"
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; known: {', '.join(known)}"
             raise ConfigError(f"unknown beyond-accuracy metric {name!r}{hint}")
     if not names:
         return False
-    return tuple(n for n in BEYOND_METRICS if n in names)
+    return tuple(n for n in known if n in names)
 
 
 def _column_names(value: Any) -> Tuple[str, ...]:

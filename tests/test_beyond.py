@@ -263,7 +263,7 @@ def test_a_metric_without_its_input_is_one_line_naming_the_input(spark, tables):
     with pytest.raises(ConfigError, match=r"^category_diversity needs an items table with item_category_col set$"):
         evaluate(tables["recs"], tables["rel"], items=tables["items"], beyond_accuracy=["category_diversity"])
     with pytest.raises(ConfigError, match=r"unknown beyond-accuracy metric 'novely'; did you mean 'novelty'\?"):
-        EvaluationOptions(beyond_accuracy="novely")
+        EvaluationOptions(beyond_accuracy=["novely"])
     with pytest.raises(ConfigError, match="head_share must be above 0 and at most 1"):
         EvaluationOptions(head_share=0)
     # true asks for what the inputs allow: without any, the global figures only.

@@ -146,6 +146,19 @@ def test_the_room_rule_sees_a_room_reaching_up_or_across_or_to_the_front_door():
     }
 
 
+def test_no_cycle_among_the_librarys_rooms():
+    # Modules without a cycle can still make one room by room (options -> the registry -> options).
+    assert cycles(library_rooms(import_graph(modules_of()))) == []
+
+
+def test_the_room_cycle_check_sees_two_rooms_importing_each_other_through_other_modules():
+    graph = {
+        "ndcg_spark.options": {"ndcg_spark._metrics.registry"},
+        "ndcg_spark._metrics.beyond": {"ndcg_spark.options"},
+    }
+    assert cycles(library_rooms(graph)) == [["_metrics", "options"]]
+
+
 #: The stages of the data's way, each a module of ``_stages``, and beyond accuracy beside scoring
 #: (one stage, a package of its own). A stage imports no other stage: they meet over the column
 #: contract (``_stages/contract.py``) and the row rules (``_stages/rules.py``), which are no stage.

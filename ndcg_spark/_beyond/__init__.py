@@ -7,16 +7,17 @@ with each asked per-user metric, joined onto the scored rows, and per segment an
 with their intervals and the global figures. A module per concern:
 
 * :mod:`~ndcg_spark._beyond.sources`: which inputs a metric reads; the tables read and checked;
-* :mod:`~ndcg_spark._beyond.novelty`: popularity, self-information, surprisal, head, and the
-  per-user metrics over them (novelty, popularity, long tail, surprisal, unseen share,
-  unexpectedness);
-* :mod:`~ndcg_spark._beyond.similarity`: history, co-occurrence, category and feature cosines,
-  and the per-user metrics over them (diversity, category diversity, serendipity);
-* :mod:`~ndcg_spark._beyond.per_user`: the lists as arrays of structs, each metric per k,
-  joined onto the scored rows;
+* :mod:`~ndcg_spark._beyond.novelty`: popularity, self-information, surprisal and head, as the
+  per-user metrics' declarations ask for them;
+* :mod:`~ndcg_spark._beyond.similarity`: history, co-occurrence, category and feature cosines
+  (diversity's and serendipity's sums);
+* :mod:`~ndcg_spark._beyond.per_user`: the lists as arrays of structs, each metric per k (its SQL
+  from its declaration, :mod:`ndcg_spark._metrics.beyond`), joined onto the scored rows;
 * :mod:`~ndcg_spark._beyond.exposure`: each item's exposure and the global figures;
 * :mod:`~ndcg_spark._beyond.means`: the summary's means and intervals;
 * :mod:`~ndcg_spark._beyond.columns`: the stage's own columns and shared SQL.
 
+Each metric is declared once, in the metric registry (:mod:`ndcg_spark._metrics.registry`): its
+name, inputs, per-user SQL, summary aggregation and direction; this stage reads the declarations.
 Definitions and each peer's switches: ``docs/conventions.md`` (Beyond accuracy).
 """

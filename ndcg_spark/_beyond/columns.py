@@ -1,7 +1,8 @@
 """The beyond-accuracy stage's own columns, and the SQL every per-user metric writes over a list's arrays.
 
 The columns never leave the stage (the contract's, :mod:`ndcg_spark._stages.contract`, are what it
-reads and writes), so they live here, once, for its modules.
+reads and writes), so they live here, once, for its modules; those the metrics' declarations read,
+and their shared SQL, are :mod:`ndcg_spark._metrics.columns`'s, named here too.
 """
 
 from __future__ import annotations
@@ -10,21 +11,23 @@ from typing import Optional
 
 from pyspark.sql import DataFrame
 
+from ndcg_spark._metrics.columns import BASELINE as BASELINE
+from ndcg_spark._metrics.columns import HISTORY as HISTORY
+from ndcg_spark._metrics.columns import HISTORY_CATS as HISTORY_CATS
+from ndcg_spark._metrics.columns import HISTORY_SIZE as HISTORY_SIZE
+from ndcg_spark._metrics.columns import HISTORY_VECTOR as HISTORY_VECTOR
+from ndcg_spark._metrics.columns import PAIR_SUMS as PAIR_SUMS
+from ndcg_spark._metrics.columns import SEREN_SUMS as SEREN_SUMS
+from ndcg_spark._metrics.columns import array_sum as array_sum
+from ndcg_spark._metrics.columns import share_of as share_of
 from ndcg_spark._spark.sql import ident
 from ndcg_spark._stages.contract import SEGMENT
 
 # Columns inside this stage.
 ATTRS = "__nb_attrs"
-HISTORY = "__nb_history"
-HISTORY_SIZE = "__nb_history_size"
-HISTORY_CATS = "__nb_history_categories"
-HISTORY_VECTOR = "__nb_history_vector"
-BASELINE = "__nb_baseline"
 HAS_HISTORY = "__nb_has_history"
 POS = "__nb_pos"
 COUNT = "__nb_count"
-PAIR_SUMS = "__nb_pair_sums"
-SEREN_SUMS = "__nb_serendipity_sums"
 CATEGORY = "__nb_category"
 FEATURES = "__nb_features"
 UNIT = "__nb_unit"
@@ -41,17 +44,6 @@ LO, HI = "__nb_lo", "__nb_hi"
 def cutoff_sql(k: Optional[int]) -> str:
     """SQL: the cutoff ``k`` as an INT literal (null for the whole list)."""
     return "CAST(NULL AS INT)" if k is None else f"CAST({int(k)} AS INT)"
-
-
-def share_of(count: str, n: str, k: Optional[int], by_k: bool) -> str:
-    """SQL: ``count`` over the list's length within k, or over k (``by_k``, a finite k)."""
-    den = f"CAST({int(k)} AS DOUBLE)" if (by_k and k is not None) else f"CAST({n} AS DOUBLE)"
-    return f"(CASE WHEN {n} > 0 THEN {count} / {den} END)"
-
-
-def array_sum(array: str, term: str) -> str:
-    """SQL: the sum of ``term`` (over ``x``, each element) across ``array``."""
-    return f"aggregate({array}, 0.0D, (s, x) -> s + {term})"
 
 
 def unpacked(df: DataFrame) -> DataFrame:

@@ -12,9 +12,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ndcg_spark._beyond.columns import COUNT, POS, cutoff_sql
+from ndcg_spark._metrics import registry
 from ndcg_spark._spark.sql import ident
 from ndcg_spark._stages.contract import ITEM, ITEMS
-from ndcg_spark.options import BEYOND_GLOBAL, EvaluationOptions
+from ndcg_spark.options import EvaluationOptions
 
 
 def exposure(lists: DataFrame, opts: EvaluationOptions) -> DataFrame:
@@ -102,7 +103,7 @@ def global_figures(exposed: DataFrame, flags: DataFrame, names: Sequence[str], o
         "distributional_coverage": f"-sum(({COUNT} / __nb_total) * log2({COUNT} / __nb_total))",
         "gini_index": f"CASE WHEN first(__nb_catalog) > 1 THEN {gini} END",
     }
-    wanted = [n for n in BEYOND_GLOBAL if n in names]
+    wanted = [n for n in registry.global_names() if n in names]
     return rows.groupBy(*[F.col(c) for c in segments], F.col("k")).agg(
         *[F.expr(f"CAST({figures[n]} AS DOUBLE)").alias(n) for n in wanted]
     )

@@ -9,8 +9,10 @@ from typing import List, Optional, Sequence
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from ndcg_spark._metrics import registry
+from ndcg_spark._metrics.registry import PerUser
 from ndcg_spark._spark.sql import alias_of, ident, join_null_safe, normal_interval
-from ndcg_spark.options import BEYOND_PER_USER, EvaluationOptions
+from ndcg_spark.options import EvaluationOptions
 
 
 def aggregates(names: Sequence[str], opts: EvaluationOptions) -> List[str]:
@@ -18,18 +20,17 @@ def aggregates(names: Sequence[str], opts: EvaluationOptions) -> List[str]:
     the per-user rows: NDCG's summary computes them in its own pass (one pass over the per-user
     rows, not two)."""
     out = []
-    for name in [n for n in names if n in BEYOND_PER_USER]:
-        if name == "novelty" and opts.novelty_weighting == "recommendation":
-            length = "CAST(CASE WHEN k IS NULL THEN n_recommended ELSE least(k, n_recommended) END AS DOUBLE)"
-            den = length if opts.short_lists == "list_length" else "CAST(coalesce(k, n_recommended) AS DOUBLE)"
-            out.append(f"sum(novelty * {den}) / sum(CASE WHEN novelty IS NOT NULL THEN {length} END) AS mean_novelty")
-            continue
-        out += [
-            f"avg({name}) AS mean_{name}",
-            f"stddev_samp({name}) AS __nb_std_{name}",
-            f"count({name}) AS __nb_count_{name}",
-        ]
+    for metric in _asked(names):
+        name, how = metric.name, metric.aggregation(opts)
+        out.append(f"{how.mean(name, opts)} AS mean_{name}")
+        if how.interval:
+            out += [f"stddev_samp({name}) AS __nb_std_{name}", f"count({name}) AS __nb_count_{name}"]
     return out
+
+
+def _asked(names: Sequence[str]) -> List[PerUser]:
+    """The declarations of the per-user metrics of ``names``, in the registry's order."""
+    return [m for m in registry.per_user() if m.name in names]
 
 
 def summary(
@@ -40,20 +41,22 @@ def summary(
 ) -> DataFrame:
     """The summary with, per segment and k, ``mean_<name>`` and ``<name>_ci_low`` / ``<name>_ci_high``
     (normal 95% interval, null under two users) for each per-user metric, over the users with a
-    value; then the global figures. ``mean_novelty`` under ``novelty_weighting = "recommendation"``
-    is the mean over every recommendation (no interval).
+    value, as its declaration aggregates it (``mean_novelty`` under ``novelty_weighting =
+    "recommendation"`` is the mean over every recommendation, without an interval); then the global
+    figures.
 
     ``summary_rows``: NDCG's summary with the columns of :func:`aggregates` last.
     """
     keys = [c for c in (*opts.group_by, "k")]
     own = [alias_of(a) for a in aggregates(names, opts)]
     columns = [ident(c) for c in summary_rows.columns if c not in own]
-    for name in [n for n in names if n in BEYOND_PER_USER]:
-        if name == "novelty" and opts.novelty_weighting == "recommendation":
+    for metric in _asked(names):
+        name = metric.name
+        if not metric.aggregation(opts).interval:
             columns += [
-                "mean_novelty",
-                "CAST(NULL AS DOUBLE) AS novelty_ci_low",
-                "CAST(NULL AS DOUBLE) AS novelty_ci_high",
+                f"mean_{name}",
+                f"CAST(NULL AS DOUBLE) AS {name}_ci_low",
+                f"CAST(NULL AS DOUBLE) AS {name}_ci_high",
             ]
             continue
         low, high = normal_interval(f"mean_{name}", f"__nb_std_{name}", f"__nb_count_{name}")

@@ -1,32 +1,20 @@
 """Popularity and what reads it: each item's popularity, self-information, surprisal weight and
-head (:func:`item_table`), and the per-user metrics over them and over the user's history and
-baseline: ``novelty``, ``popularity``, ``long_tail_share``, ``surprisal``, ``unseen_share`` and
-``unexpectedness`` (:func:`metrics_at`).
+head (:func:`item_table`), as the per-user metrics' declarations ask for them (their ``parts``;
+their SQL is :mod:`ndcg_spark._metrics.beyond`'s).
 
 Definitions and each peer's switches: ``docs/conventions.md`` (Beyond accuracy).
 """
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ndcg_spark._beyond.columns import (
-    BASELINE,
-    CATEGORY,
-    FEATURES,
-    HEAD,
-    HISTORY,
-    POP,
-    TIMES,
-    UNIT,
-    USERS,
-    array_sum,
-    share_of,
-)
+from ndcg_spark._beyond.columns import CATEGORY, FEATURES, HEAD, POP, TIMES, UNIT, USERS
 from ndcg_spark._beyond.similarity import unit
+from ndcg_spark._metrics import registry
 from ndcg_spark._spark.counts import RowCount, counted
 from ndcg_spark._spark.sql import ident
 from ndcg_spark._stages.contract import ITEM
@@ -52,7 +40,7 @@ def without_seen(recs: DataFrame, seen: DataFrame, opts: EvaluationOptions) -> T
 def item_table(
     seen: Optional[DataFrame], items: Optional[DataFrame], names: Sequence[str], opts: EvaluationOptions
 ) -> Tuple[Optional[DataFrame], Optional[DataFrame], Optional[DataFrame]]:
-    """Per item, what the per-user metrics ``names`` read of it: ``POP`` (interaction rows) and
+    """Per item, what the per-user metrics ``names`` read of it (their declared ``parts``): ``POP`` (interaction rows) and
     ``USERS`` (distinct users), ``HEAD``, and the items table's ``CATEGORY`` and ``UNIT`` (the
     normalised features); one row of totals (``__nb_rows``, ``__nb_all_users``: self-information
     and surprisal read them, :func:`self_info` and :func:`surprisal`, where the lists meet the
@@ -67,18 +55,18 @@ def item_table(
     is left out, so Spark neither plans nor runs it.
     """
     stats = totals = per_item = None
-    wanted = set(names)
+    wanted = registry.parts(names, opts)
     if seen is not None:
         per_item = seen.groupBy(ITEM).agg(F.sum(TIMES).alias(POP), F.count(F.lit(1)).alias(USERS))
-    if per_item is not None and {"novelty", "surprisal"} & wanted:
+    if per_item is not None and {"self_information", "surprisal_weight"} & wanted:
         # One aggregate of the interactions' rows, one row: joined once, onto the lists' items.
         totals = seen.agg(
             F.sum(TIMES).cast("double").alias("__nb_rows"),
             F.countDistinct(F.col(ident(opts.user_col))).cast("double").alias("__nb_all_users"),
         )
-    if per_item is not None and {"novelty", "surprisal", "popularity", "long_tail_share"} & wanted:
+    if per_item is not None and {"self_information", "surprisal_weight", "popularity", "head"} & wanted:
         stats = per_item
-    if stats is not None and "long_tail_share" in wanted:
+    if stats is not None and "head" in wanted:
         # The head's threshold from the distinct popularity values (a handful, where a window
         # over the items would sort the whole catalog in one task), largest first: the least
         # popularity whose running sum of rows reaches head_share of all (tied items together).
@@ -95,8 +83,7 @@ def item_table(
         stats = per_item.crossJoin(F.broadcast(threshold)).selectExpr(
             ITEM, POP, USERS, f"{POP} >= __nb_head_pop AS {HEAD}"
         )
-    similar = opts.similarity in ("category", "features") and {"diversity", "serendipity"} & wanted
-    if items is not None and ("category_diversity" in wanted or similar):
+    if items is not None and {"category", "features"} & wanted:
         catalog = items.selectExpr(ITEM, CATEGORY, f"{unit(FEATURES)} AS {UNIT}")
         if stats is None:
             stats = catalog
@@ -120,38 +107,3 @@ def surprisal() -> str:
     # zero under ANSI.
     weight = f"CASE WHEN __nb_all_users > 1 THEN log2(__nb_all_users / {USERS}) / log2(__nb_all_users) ELSE 0.0D END"
     return f"CASE WHEN {USERS} IS NULL THEN 1.0D ELSE {weight} END"
-
-
-def metrics_at(top: str, k: Optional[int], names: Sequence[str], opts: EvaluationOptions) -> Dict[str, str]:
-    """SQL of each popularity metric of ``names`` at cutoff ``k``, from ``top`` (the list's
-    positions within k, one struct each: the item ``i``, its self-information ``si``, surprisal
-    weight ``sw``, popularity ``pop`` and head flag ``h``), ``HISTORY`` and ``BASELINE``."""
-    n = f"size({top})"
-    by_k = opts.short_lists == "k"
-    out: Dict[str, str] = {}
-    if "novelty" in names:
-        out["novelty"] = share_of(array_sum(top, "x.si"), n, k, by_k)
-    if "popularity" in names:
-        out["popularity"] = share_of(array_sum(top, "CAST(x.pop AS DOUBLE)"), n, k, by_k)
-    if "long_tail_share" in names:
-        out["long_tail_share"] = share_of(f"CAST(size(filter({top}, x -> NOT x.h)) AS DOUBLE)", n, k, by_k)
-    if "surprisal" in names:
-        out["surprisal"] = share_of(array_sum(top, "x.sw"), n, k, by_k)
-    if "unseen_share" in names:
-        unseen = f"CAST(size(filter({top}, x -> NOT coalesce(array_contains({HISTORY}, x.i), false))) AS DOUBLE)"
-        value = share_of(unseen, n, k, False)
-        if opts.without_list == "scored":
-            # RePlay's Novelty: a training user only; without a list, 1.0.
-            value = f"(CASE WHEN {HISTORY} IS NOT NULL THEN {value} END)"
-        out["unseen_share"] = value
-    if "unexpectedness" in names:
-        base = BASELINE if k is None else f"slice({BASELINE}, 1, {int(k)})"
-        missing = "1.0D" if opts.without_baseline == "unexpected" else "0.0D"
-        # 1 - the share shared with the baseline's top k: under short_lists = "k" the empty slots
-        # of a short list count as unexpected, as RePlay's 1 - |R ∩ B| / k.
-        shared = f"CAST(size(filter({top}, x -> array_contains({base}, x.i))) AS DOUBLE)"
-        out["unexpectedness"] = (
-            f"(CASE WHEN {n} = 0 THEN NULL WHEN {BASELINE} IS NULL THEN {missing} "
-            f"ELSE 1.0D - {share_of(shared, n, k, by_k)} END)"
-        )
-    return out

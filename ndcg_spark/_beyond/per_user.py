@@ -4,8 +4,9 @@ onto the scored rows (:func:`attach`).
 Each list is exploded once to meet the per-item table (:func:`ndcg_spark._beyond.novelty.item_table`)
 and regrouped as one array of structs, position by position; the per-user tables (history,
 baseline list) meet the lists on the user, as they are partitioned already. Each metric is
-Spark SQL over that array (higher-order functions, no UDF), written by the module of its
-concern: :mod:`~ndcg_spark._beyond.novelty` and :mod:`~ndcg_spark._beyond.similarity`.
+Spark SQL over that array (higher-order functions, no UDF), as its declaration writes it
+(:mod:`ndcg_spark._metrics.beyond`); the array's fields and the row's columns are computed as the
+declarations' ``parts`` ask.
 """
 
 from __future__ import annotations
@@ -29,16 +30,18 @@ from ndcg_spark._beyond.columns import (
     cutoff_sql,
     unpacked,
 )
+from ndcg_spark._metrics import registry
 from ndcg_spark._spark.sql import ident, join_null_safe, string_literal
 from ndcg_spark._stages.contract import EXCLUDED, ITEM, ITEMS, JUDGED_ITEMS, JUDGED_RELEVANCE, SEGMENT, list_keys
-from ndcg_spark.options import BEYOND_PER_USER, EvaluationOptions
+from ndcg_spark.options import EvaluationOptions
 
 
 def _metrics_at(k: Optional[int], names: Sequence[str], opts: EvaluationOptions) -> Dict[str, str]:
-    """SQL of each per-user metric at cutoff ``k`` from the row's arrays (``ATTRS``: one struct per
-    position; ``HISTORY``; ``BASELINE``; the co-occurrence sums ``PAIR_SUMS`` / ``SEREN_SUMS``)."""
+    """SQL of each per-user metric of ``names`` at cutoff ``k``, as declared
+    (:attr:`~ndcg_spark._metrics.registry.PerUser.sql`), from the row's arrays (``ATTRS``: one struct
+    per position; ``HISTORY``; ``BASELINE``; the co-occurrence sums ``PAIR_SUMS`` / ``SEREN_SUMS``)."""
     top = ATTRS if k is None else f"slice({ATTRS}, 1, {int(k)})"
-    return {**novelty.metrics_at(top, k, names, opts), **similarity.metrics_at(top, k, names, opts)}
+    return {m.name: m.sql(top, k, opts) for m in registry.per_user() if m.name in names}
 
 
 def per_list(
@@ -60,7 +63,8 @@ def per_list(
     ``per_item``: each item's users, for co-occurrence (with the histories:
     :func:`ndcg_spark._beyond.similarity.cooccurrence`).
     """
-    names = [n for n in names if n in BEYOND_PER_USER]
+    names = [n for n in names if n in registry.per_user_names()]
+    parts = registry.parts(names, opts)
     keys = list_keys(lists.columns, opts)  # quoted, for SQL text
     raw = [c for c in (SEGMENT, *opts.group_by, opts.user_col) if c in lists.columns]  # for joins
     user = ident(opts.user_col)
@@ -95,7 +99,7 @@ def per_list(
         ).alias(ATTRS)
     )
     rows = grouped
-    if "serendipity" in names:
+    if "relevance" in parts:
         # The item's judged relevance (the largest, were it judged twice), 0 when not judged.
         relevance = (
             f"coalesce(array_max(transform({JUDGED_ITEMS}, (j, n) -> CASE WHEN j = x.i THEN "
@@ -106,12 +110,12 @@ def per_list(
             *keys,
             f"transform({ATTRS}, x -> named_struct('p', x.p, 'i', x.i, 'si', x.si, 'sw', x.sw, 'pop', x.pop, 'h', x.h, 'c', x.c, 'f', x.f, 'r', {relevance})) AS {ATTRS}",
         )
-    if history is not None and {"unseen_share", "serendipity"} & set(names):
+    if history is not None and "history" in parts:
         rows = rows.join(history, on=opts.user_col, how="left")
     if baseline is not None:
         rows = rows.join(baseline.selectExpr(user, f"{ITEMS} AS {BASELINE}"), on=opts.user_col, how="left")
-    if opts.similarity == "cooccurrence" and {"diversity", "serendipity"} & set(names):
-        sums = similarity.cooccurrence_sums(rows, history, per_item, keys, names, opts)
+    if {"pair_sums", "serendipity_sums"} & parts:
+        sums = similarity.cooccurrence_sums(rows, history, per_item, keys, parts, opts)
         rows = rows.join(sums, on=raw, how="left")
     per_k = [
         f"named_struct('k', {cutoff_sql(k)}, "
@@ -135,7 +139,7 @@ def attach(
     as a user NDCG never saw. Without segments of the recommendations only: with them, such a
     user belongs to no segment.
     """
-    names = [n for n in names if n in BEYOND_PER_USER]
+    names = [n for n in names if n in registry.per_user_names()]
     metrics = unpacked(metrics)
     keys = [c for c in (*opts.group_by, opts.user_col) if c in metrics.columns] + ["k"]
     out = join_null_safe(scored, metrics, keys, "left")

@@ -1,7 +1,7 @@
 """Similarity and what reads it: each user's history (:func:`history_table`), the co-occurrence
 cosines a list needs (:func:`cooccurrence`, :func:`cooccurrence_sums`), and
-the per-user metrics over them: ``category_diversity``, ``diversity`` and ``serendipity``
-(:func:`metrics_at`).
+the per-user metrics' sums over them (diversity's and serendipity's SQL is
+:mod:`ndcg_spark._metrics.beyond`'s).
 
 Similarity is computed only where a metric reads it: a category or feature cosine from the
 list's own arrays (the sum of the normalised vectors gives every pair's cosine at once), a
@@ -14,7 +14,7 @@ one row: at most ``max_history`` distinct items per user (a longer one stops the
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence
+from typing import Collection, List, Optional
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -34,8 +34,6 @@ from ndcg_spark._beyond.columns import (
     SIM,
     UNIT,
     USERS,
-    array_sum,
-    share_of,
 )
 from ndcg_spark._spark.sql import ident, string_literal
 from ndcg_spark._stages.contract import ITEM
@@ -165,13 +163,13 @@ def cooccurrence_sums(
     history: DataFrame,
     per_item: DataFrame,
     keys: List[str],
-    names: Sequence[str],
+    parts: Collection[str],
     opts: EvaluationOptions,
 ) -> DataFrame:
     """Per list, the sums over co-occurrence cosines within each cutoff: ``PAIR_SUMS`` (diversity:
     the cosines of the list's item pairs) and ``SEREN_SUMS`` (serendipity: Σ relevance × cosine(item,
     history item) over the list's items and the user's history; an item of the history is its own
-    cosine 1), as ``names`` ask.
+    cosine 1), as ``parts`` ask (``pair_sums``, ``serendipity_sums``: the metrics' declared parts).
 
     Both kinds of pair meet the cosines in one join and are summed in one aggregation (a tag
     ``__nb_kind`` tells them apart). Only the items with a relevance other than 0 are paired with
@@ -181,11 +179,11 @@ def cooccurrence_sums(
     struct = "named_struct('kind', {kind}, 'p', {p}, 'w', {w}, 'lo', least({a}, {b}), 'hi', greatest({a}, {b}), 'same', {a} = {b})"
     kinds = []
     arrays = []
-    if "diversity" in names:
+    if "pair_sums" in parts:
         pair = struct.format(kind=0, p="b.p", w="1.0D", a="a.i", b="b.i")
         kinds.append(0)
         arrays.append(f"flatten(transform({ATTRS}, a -> transform(filter({ATTRS}, b -> b.p > a.p), b -> {pair})))")
-    if "serendipity" in names:
+    if "serendipity_sums" in parts:
         pair = struct.format(kind=1, p="x.p", w="x.r", a="x.i", b="h")
         kinds.append(1)
         # A user without a history has no pair of this kind (an empty array, never a null one).
@@ -214,43 +212,3 @@ def cooccurrence_sums(
             cut = ", ".join(_cut_sums(f"(CASE WHEN __nb_kind = {kind} THEN __nb_last END)", value, opts))
             sums.append(F.expr(f"array({cut})").alias(name))
     return joined.groupBy(*[F.col(c) for c in keys]).agg(*sums)
-
-
-def metrics_at(top: str, k: Optional[int], names: Sequence[str], opts: EvaluationOptions) -> Dict[str, str]:
-    """SQL of each similarity metric of ``names`` at cutoff ``k``, from ``top`` (the list's
-    positions within k, one struct each: the item's category ``c``, normalised features ``f``
-    and relevance ``r``), the history's columns and the co-occurrence sums (``PAIR_SUMS``,
-    ``SEREN_SUMS``: one sum per cutoff, in the order of ``opts.cutoffs``)."""
-    n = f"size({top})"
-    by_k = opts.short_lists == "k"
-    index = opts.cutoffs.index(k)
-    out: Dict[str, str] = {}
-    if "category_diversity" in names:
-        distinct = f"CAST(size(array_distinct(filter(transform({top}, x -> x.c), c -> c IS NOT NULL))) AS DOUBLE)"
-        out["category_diversity"] = share_of(distinct, n, k, by_k)
-    if "diversity" in names:
-        pairs = f"(CAST({n} AS DOUBLE) * ({n} - 1) / 2.0D)"
-        if opts.similarity == "category":
-            cats = f"filter(transform({top}, x -> x.c), c -> c IS NOT NULL)"
-            same = f"aggregate(array_distinct({cats}), 0.0D, (s, c) -> s + (CAST(size(filter({cats}, d -> d = c)) AS DOUBLE) * (size(filter({cats}, d -> d = c)) - 1) / 2.0D))"
-        elif opts.similarity == "features":
-            units = f"filter(transform({top}, x -> x.f), f -> f IS NOT NULL)"
-            total = f"aggregate({units}, CAST(NULL AS array<double>), (acc, v) -> CASE WHEN acc IS NULL THEN v ELSE zip_with(acc, v, (a, b) -> a + b) END)"
-            squares = f"coalesce(aggregate({total}, 0.0D, (s, v) -> s + v * v), 0.0D)"
-            own = f"aggregate({units}, 0.0D, (s, v) -> s + aggregate(v, 0.0D, (t, w) -> t + w * w))"
-            same = f"(({squares} - {own}) / 2.0D)"
-        else:
-            same = f"{PAIR_SUMS}[{index}]"
-        out["diversity"] = f"(CASE WHEN {n} >= 2 THEN 1.0D - {same} / {pairs} END)"
-    if "serendipity" in names:
-        if opts.similarity == "cooccurrence":
-            relevance = array_sum(top, "x.r")
-            term = f"({relevance} - coalesce({SEREN_SUMS}[{index}], 0.0D) / CAST({HISTORY_SIZE} AS DOUBLE))"
-        else:
-            if opts.similarity == "category":
-                mean = f"(CAST(size(filter({HISTORY_CATS}, h -> h = x.c)) AS DOUBLE) / {HISTORY_SIZE})"
-            else:
-                mean = f"coalesce(aggregate(zip_with(x.f, {HISTORY_VECTOR}, (a, b) -> a * b), 0.0D, (s, v) -> s + v) / {HISTORY_SIZE}, 0.0D)"
-            term = array_sum(top, f"(1.0D - {mean}) * x.r")
-        out["serendipity"] = f"(CASE WHEN {HISTORY} IS NOT NULL AND {n} > 0 THEN {term} / CAST({n} AS DOUBLE) END)"
-    return out

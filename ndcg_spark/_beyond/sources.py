@@ -16,13 +16,14 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ndcg_spark._beyond.columns import CATEGORY, FEATURES, POP
+from ndcg_spark._metrics import registry
 from ndcg_spark._spark.counts import RowCount, counted, counted_apart
 from ndcg_spark._spark.sql import ident, string_literal
 from ndcg_spark._stages.contract import ITEM, ITEMS
 from ndcg_spark._stages.inputs import INTEGRAL_TYPES, as_rows, common_item_type
 from ndcg_spark._stages.rules import RowRule, key_text, recommendation_rules
 from ndcg_spark.errors import COLUMN_TYPE, MISSING_COLUMN, TYPES_DIFFER, ConfigError, InputDataError, input_check
-from ndcg_spark.options import BEYOND_METRICS, BEYOND_PER_USER, TABLE_COLUMNS, EvaluationOptions
+from ndcg_spark.options import TABLE_COLUMNS, EvaluationOptions
 
 TABLES = ("interactions", "items", "baseline_recommendations")
 
@@ -42,28 +43,10 @@ class Tables:
 
 
 def needs(name: str, opts: EvaluationOptions) -> Tuple[str, ...]:
-    """What metric ``name`` reads: table names of :data:`TABLES`, or ``item_category_col`` /
-    ``item_features_col`` (an items table with that column)."""
-    similarity = {
-        "cooccurrence": ("interactions",),
-        "features": ("items", "item_features_col"),
-        "category": ("items", "item_category_col"),
-    }[opts.similarity]
-    reads = {
-        "novelty": ("interactions",),
-        "surprisal": ("interactions",),
-        "unseen_share": ("interactions",),
-        "popularity": ("interactions",),
-        "long_tail_share": ("interactions",),
-        "diversity": similarity,
-        "category_diversity": ("items", "item_category_col"),
-        "serendipity": tuple(dict.fromkeys(("interactions", *similarity))),
-        "unexpectedness": ("baseline_recommendations",),
-        "catalog_coverage": () if opts.coverage_catalog == "catalog" else ("interactions",),
-        "distributional_coverage": (),
-        "gini_index": (),
-    }
-    return reads[name]
+    """What metric ``name`` reads, as its declaration says (:attr:`~ndcg_spark._metrics.registry.PerUser.reads`):
+    table names of :data:`TABLES`, or ``item_category_col`` / ``item_features_col`` (an items table
+    with that column)."""
+    return registry.declared(name).reads(opts)
 
 
 def _missing(name: str, given: Collection[str], opts: EvaluationOptions) -> Optional[str]:
@@ -88,7 +71,7 @@ def computed(opts: EvaluationOptions, given: Collection[str]) -> Tuple[str, ...]
         A named metric whose input is missing (one line naming the input).
     """
     if opts.beyond_accuracy is True:
-        return tuple(n for n in BEYOND_METRICS if _missing(n, given, opts) is None)
+        return tuple(n for n in registry.names() if _missing(n, given, opts) is None)
     if not opts.beyond_accuracy:
         return ()
     for name in opts.beyond_accuracy:
@@ -189,7 +172,7 @@ def counted_tables(tables: Tables, names: Sequence[str], opts: EvaluationOptions
     # Observed only where a per-user metric reads the table: the per-user figures' pass reports
     # the observation. Read by the global figures alone, the observation never reports (Spark
     # leaves it out of what that pass collects) and its count would wait for ever: counted apart.
-    on_the_pass = {need for name in names if name in BEYOND_PER_USER for need in needs(name, opts)}
+    on_the_pass = {need for m in registry.per_user() if m.name in names for need in m.reads(opts)}
 
     def count(df: DataFrame, table: str) -> Tuple[DataFrame, RowCount]:
         return counted(df) if table in on_the_pass else counted_apart(df)

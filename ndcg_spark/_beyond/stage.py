@@ -33,7 +33,7 @@ from ndcg_spark._spark.counts import RowCount
 from ndcg_spark._stages.contract import ITEM, ITEMS, SEGMENT
 from ndcg_spark._stages.inputs import read_inputs, with_user_attributes
 from ndcg_spark._stages.ranking import ranked_lists
-from ndcg_spark.options import BEYOND_GLOBAL, BEYOND_PER_USER, EvaluationOptions
+from ndcg_spark.options import EvaluationOptions, beyond_global, beyond_per_user
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,7 @@ def beyond_accuracy(
         alone = opts.unsegmented
         base = read_inputs(extra.tables.baseline, None, alone, widen=lambda _: item_type).recommendations
         baseline = base.transform(ranked_lists, alone)
-    per_user = [n for n in extra.names if n in BEYOND_PER_USER]
+    per_user = [n for n in extra.names if n in beyond_per_user()]
     stats, totals, per_item = item_table(seen, items, per_user, opts)
     history = None
     # The histories: read by these metrics, and the co-occurrence count's pairs (diversity's too).
@@ -140,7 +140,7 @@ def beyond_accuracy(
     exposed = exposure(exposed_lists, opts)
     globals_ = curve = None
     flags = catalog_flags(exposed, per_item, items)
-    if any(n in BEYOND_GLOBAL for n in extra.names):
+    if any(n in beyond_global() for n in extra.names):
         globals_ = global_figures(exposed, flags, extra.names, opts)
     if per_item is not None:
         curve = exposure_curve(exposed, flags, per_item, opts.largest_k)

@@ -21,7 +21,7 @@ from ndcg_spark._spark.sql import ident, join_null_safe
 from ndcg_spark._stages.contract import EXCLUDED
 from ndcg_spark._stages.summary import excluded
 from ndcg_spark.errors import input_errors
-from ndcg_spark.options import BEYOND_PER_USER, EvaluationOptions
+from ndcg_spark.options import EvaluationOptions, beyond_per_user
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ def paired(baseline: EvaluationResult, candidate: EvaluationResult, opts: Evalua
     """The comparison of two models' evaluations, from their figures for every user
     (:meth:`EvaluationResult.every_user <ndcg_spark.EvaluationResult.every_user>`)."""
     keys = [*opts.group_by, opts.user_col, "k"]
-    beyond = tuple(n for n in baseline.beyond if n in BEYOND_PER_USER and n in candidate.beyond)
+    beyond = tuple(n for n in baseline.beyond if n in beyond_per_user() and n in candidate.beyond)
     sides = []
     for name, result in (("baseline", baseline), ("candidate", candidate)):
         sides.append(

@@ -1,7 +1,7 @@
-"""The metric registry: each figure of a user's list declared once, and what every output calls it.
+"""The accuracy metrics: each figure of a user's list declared once, and what every output calls it.
 
-A :class:`Metric` names its per-user column, its column in the summary (the mean over the included
-users), and its header in the job's console table. The companion metrics (``companion_metrics =
+A :class:`~ndcg_spark._metrics.registry.Metric` names its per-user column, its column in the
+summary (the mean over the included users), and its header in the job's console table. The companion metrics (``companion_metrics =
 True``) also carry their per-user SQL, written from the hits within the cutoff; scoring,
 the summary, the report pages, the console and the MLflow metrics all iterate :data:`COMPANIONS`,
 so a new companion metric is one entry here. NDCG, DCG and CG are summed term by term in
@@ -13,38 +13,10 @@ the report and the console show them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Dict, Optional
+from typing import Dict
 
-from ndcg_spark.options import BEYOND_PER_USER, EvaluationOptions
-
-
-@dataclass(frozen=True)
-class Cut:
-    """SQL for what a companion metric reads at one cutoff.
-
-    ``hits``: how many hits within the cutoff (double); ``precisions``: the sum of the precisions
-    at those hits, added in position order; ``first``: the position of the first hit, null when
-    none is within the cutoff; ``relevant``: the user's relevant judged items as a double, null
-    when none; ``cut``: the cutoff.
-    """
-
-    hits: str
-    precisions: str
-    first: str
-    relevant: str
-    cut: str
-
-
-@dataclass(frozen=True)
-class Metric:
-    """One metric: ``name`` its per-user column, ``summary`` its mean's column (None: not averaged),
-    ``header`` its console header, ``sql`` its per-user SQL at a cutoff (None: summed by scoring)."""
-
-    name: str
-    summary: Optional[str]
-    header: str
-    sql: Optional[Callable[[Cut], str]] = None
+from ndcg_spark._metrics import registry
+from ndcg_spark._metrics.registry import Cut, EvaluationOptions, Metric
 
 
 def _precision(c: Cut) -> str:
@@ -121,7 +93,7 @@ def beyond_comparison_columns(row: Dict[str, object]) -> tuple:
     ``<name>_pairs`` there), after :data:`COMPARISON_COLUMNS`: (column, console header)."""
     return tuple(
         (column.format(n), header.format(n))
-        for n in BEYOND_PER_USER
+        for n in registry.per_user_names()
         if f"{n}_pairs" in row
         for column, header in (
             ("{}_pairs", "{}_pairs"),

@@ -30,7 +30,7 @@ from ndcg_spark._stages.contract import (
 )
 from ndcg_spark._stages.summary import accounting, accounting_aggregates, summarize, summary_aggregates
 from ndcg_spark.errors import input_errors
-from ndcg_spark.options import BEYOND_PER_USER, EvaluationOptions
+from ndcg_spark.options import EvaluationOptions, beyond_per_user
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ class EvaluationResult:
         n_recommended, n_relevant (and the companion metrics when asked for)."""
         extra = [m.name for m in COMPANIONS] if self.options.companion_metrics else []
         columns = [*self.options.group_by, self.options.user_col, "k", *FIGURES, *extra]
-        per_user_beyond = [n for n in self.beyond if n in BEYOND_PER_USER]
+        per_user_beyond = [n for n in self.beyond if n in beyond_per_user()]
         if per_user_beyond:
             # Every user with a list is scored beyond accuracy: one NDCG policies leave out keeps
             # its row, its NDCG figures null.
@@ -114,7 +114,7 @@ class EvaluationResult:
         the user has relevance rows), the counts the policies read (as :func:`compare` pairs them);
         then each per-user beyond-accuracy metric computed."""
         keys = [*self.options.group_by, self.options.user_col, "k", "ndcg", "n_recommended", "n_relevant"]
-        beyond = [F.col(n) for n in self.beyond if n in BEYOND_PER_USER]
+        beyond = [F.col(n) for n in self.beyond if n in beyond_per_user()]
         return self._scored.select(
             *[F.col(ident(c)) for c in keys], F.col(HAS_JUDGEMENTS).alias("has_relevance"), *beyond
         )

@@ -9,15 +9,19 @@ from ndcg_spark.compare import COMPARISON_COLUMNS, beyond_comparison_columns
 from ndcg_spark.evaluation import COMPANIONS, SUMMARY_COLUMNS
 from ndcg_spark.job.config.targets import shown
 from ndcg_spark.job.result import RunResult, gates_summary
-from ndcg_spark.options import BEYOND_GLOBAL, BEYOND_PER_USER, k_label
+from ndcg_spark.options import beyond_global, beyond_per_user, k_label
 
 #: Unicode categories escaped when printed: controls, format characters, line and paragraph separators.
 UNPRINTABLE = ("Cc", "Cf", "Zl", "Zp")
 
 #: Columns printed after those when the companion metrics were computed.
 COMPANION_COLUMNS = tuple((m.summary, m.header) for m in COMPANIONS)
-#: The beyond-accuracy figures of the summary (each mean, then the global figures), as the console shows them.
-BEYOND_COLUMNS = tuple((f"mean_{n}", n) for n in BEYOND_PER_USER) + tuple((n, n) for n in BEYOND_GLOBAL)
+
+
+def beyond_columns() -> tuple:
+    """The beyond-accuracy figures of the summary (each mean, then the global figures), as the
+    console shows them: (column, header), for the metrics declared now."""
+    return tuple((f"mean_{n}", n) for n in beyond_per_user()) + tuple((n, n) for n in beyond_global())
 
 
 def printable(text: str) -> str:
@@ -71,7 +75,7 @@ def format_summary(
     metrics: List[Dict[str, Any]], segments: Sequence[str] = (), accounting: Optional[Dict[str, Any]] = None
 ) -> str:
     """The summary as a table, then one line of row accounting per table."""
-    companions = tuple(c for c in COMPANION_COLUMNS + BEYOND_COLUMNS if metrics and c[0] in metrics[0])
+    companions = tuple(c for c in COMPANION_COLUMNS + beyond_columns() if metrics and c[0] in metrics[0])
     return "\n".join([text_table(metrics, SUMMARY_COLUMNS + companions, segments), *accounting_lines(accounting)])
 
 

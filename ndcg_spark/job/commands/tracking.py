@@ -19,13 +19,14 @@ from ndcg_spark.evaluation import COMPANIONS
 from ndcg_spark.job.config.settings import untracked
 from ndcg_spark.job.config.targets import NOT_INSTALLED, redact
 from ndcg_spark.job.result import RunResult, gates_summary
-from ndcg_spark.options import BEYOND_GLOBAL, BEYOND_PER_USER, k_label
+from ndcg_spark.options import beyond_global, beyond_per_user, k_label
 
 #: Settings never sent to a tracking server (a Spark Connect URL may carry a token), as declared.
 PRIVATE_SETTINGS = untracked()
 
-#: Figures of a summary row logged as metrics (those present and numeric).
-SUMMARY_METRICS = (
+#: Figures of a summary row logged as metrics (those present and numeric), before the
+#: beyond-accuracy ones (:func:`summary_metrics`).
+ACCURACY_METRICS = (
     "mean_ndcg",
     "ndcg_ci_low",
     "ndcg_ci_high",
@@ -37,15 +38,20 @@ SUMMARY_METRICS = (
     "users_without_relevance",
     "users_excluded",
     *(m.summary for m in COMPANIONS),
-    # The beyond-accuracy figures asked for: each per-user metric's mean and interval, then the
-    # figures of a whole segment and k.
-    *(
-        f"{prefix}{name}{suffix}"
-        for name in BEYOND_PER_USER
-        for prefix, suffix in (("mean_", ""), ("", "_ci_low"), ("", "_ci_high"))
-    ),
-    *BEYOND_GLOBAL,
 )
+
+
+def summary_metrics() -> Tuple[str, ...]:
+    """Figures of a summary row logged as metrics: the accuracy ones, then the beyond-accuracy
+    figures declared now: each per-user metric's mean and interval, then the figures of a whole
+    segment and k."""
+    beyond = (
+        f"{prefix}{name}{suffix}"
+        for name in beyond_per_user()
+        for prefix, suffix in (("mean_", ""), ("", "_ci_low"), ("", "_ci_high"))
+    )
+    return (*ACCURACY_METRICS, *beyond, *beyond_global())
+
 
 #: Figures of a comparison row logged as metrics: the columns of compare's report after k.
 COMPARISON_METRICS = tuple(c for c, _ in COMPARISON_COLUMNS)
@@ -123,7 +129,7 @@ def metric_rows(result: RunResult) -> List[Tuple[str, float]]:
     ``model_v2.country_kr/mean_ndcg_at_10`` with them, ``candidate_vs_baseline/...`` for compare
     (the model names made safe). ``all`` stands for the whole list; missing figures are skipped."""
     command, group_by, rows = result.command, result.group_by, result.figures
-    figures = COMPARISON_METRICS if command == "compare" else SUMMARY_METRICS
+    figures = COMPARISON_METRICS if command == "compare" else summary_metrics()
     out: List[Tuple[str, float]] = []
     seen: Dict[str, int] = {}
     for row in rows:

@@ -13,11 +13,11 @@ drop       ``--fail-if-drop``  the largest fall from the last run (``0.02``, or 
 worse      ``--fail-if-worse`` the margin a candidate may trail its baseline by
 =========  ==================  ==============================================================
 
-Which figures each kind may hold (:data:`GATED`): a floor, any figure but ``gini_index``; a drop,
-NDCG and the per-user means (it pairs users); a margin, NDCG. ``gini_index`` measures
-concentration, lower is better: a floor or an allowed drop on it would pass the worse run, so
-it is refused (gate ``catalog_coverage`` or ``distributional_coverage``, which rise as exposure
-spreads). NDCG's amounts lie in [0, 1]; a beyond-accuracy figure's may be any number >= 0
+Which figures each kind may hold (:func:`gated`, from the metrics' declared direction): a floor,
+any figure but ``gini_index``; a drop, NDCG and the per-user means (it pairs users); a margin,
+NDCG. ``gini_index`` measures concentration, lower is better (so declared): a floor or an allowed
+drop on it would pass the worse run, so it is refused (gate ``catalog_coverage`` or
+``distributional_coverage``, which rise as exposure spreads). NDCG's amounts lie in [0, 1]; a beyond-accuracy figure's may be any number >= 0
 (novelty and distributional coverage are bits, popularity a count).
 
 The config parses each gate once (:func:`parse_gates`); :func:`ndcg_spark.job.gates.holding.check`
@@ -32,7 +32,16 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ndcg_spark.errors import ConfigError
-from ndcg_spark.options import BEYOND_GLOBAL, BEYOND_PER_USER, Cutoff, k_label, parse_cutoff
+from ndcg_spark.options import (
+    Cutoff,
+    beyond_global,
+    beyond_metric_names,
+    beyond_per_user,
+    higher_is_better,
+    k_label,
+    measured_by,
+    parse_cutoff,
+)
 
 #: Columns of compare's rows a ``--fail-if-worse`` filter may name besides the segments.
 MODEL_COLUMNS = ("baseline_model", "candidate_model")
@@ -45,25 +54,27 @@ DROP_BASELINES = ("last", "last_passed")
 #: The figure a gate holds when its spelling names none.
 NDCG = "ndcg"
 
-#: The figures each kind of gate may hold (see the module's text: gini_index is lower-is-better).
-GATED = {
-    "floor": (NDCG, *BEYOND_PER_USER, *(m for m in BEYOND_GLOBAL if m != "gini_index")),
-    "drop": (NDCG, *BEYOND_PER_USER),
-    "worse": (NDCG,),
-}
+
+def gated(kind: str) -> Tuple[str, ...]:
+    """The figures a kind of gate may hold, as the metrics are declared now: a floor, NDCG and each
+    higher-is-better beyond-accuracy figure; a drop, NDCG and each higher-is-better per-user metric;
+    a margin, NDCG (see the module's text: gini_index is lower-is-better)."""
+    per_user = tuple(n for n in beyond_per_user() if higher_is_better(n))
+    global_ = tuple(n for n in beyond_global() if higher_is_better(n))
+    return {"floor": (NDCG, *per_user, *global_), "drop": (NDCG, *per_user), "worse": (NDCG,)}[kind]
 
 
 def summary_column(metric: str) -> str:
     """The summary column a floor on ``metric`` reads: ``mean_ndcg``, ``mean_<name>`` of a per-user
     metric, the global figure's own name."""
-    return metric if metric in BEYOND_GLOBAL else f"mean_{metric}"
+    return metric if metric in beyond_global() else f"mean_{metric}"
 
 
 def figure_label(metric: str) -> str:
     """How a gate's line names its figure: ``mean NDCG``, ``mean novelty``, ``catalog_coverage``."""
     if metric == NDCG:
         return "mean NDCG"
-    return metric if metric in BEYOND_GLOBAL else f"mean {metric}"
+    return metric if metric in beyond_global() else f"mean {metric}"
 
 
 @dataclass(frozen=True)
@@ -104,7 +115,7 @@ class Gate:
     relative : bool
         Whether ``amount`` was written as a percentage (``2%`` is 0.02 of the earlier mean).
     metric : str
-        The figure held: ``ndcg``, or a beyond-accuracy one (:data:`GATED`).
+        The figure held: ``ndcg``, or a beyond-accuracy one (:func:`gated`).
     """
 
     kind: str
@@ -201,16 +212,19 @@ def parse_gates(
 
 def _metric(metric: str, kind: str, spelling: Kind, computed: Optional[Sequence[str]]) -> str:
     """The figure a gate names, refused in one line when its kind cannot hold it or the run does not compute it."""
-    if metric not in (NDCG, *BEYOND_PER_USER, *BEYOND_GLOBAL):
+    if metric not in (NDCG, *beyond_metric_names()):
         raise ConfigError(
-            f"{spelling.key} names {metric!r}, not a figure to gate (ndcg, or one of {', '.join(GATED['floor'][1:])})"
+            f"{spelling.key} names {metric!r}, not a figure to gate (ndcg, or one of {', '.join(gated('floor')[1:])})"
         )
-    if metric == "gini_index":
+    if metric != NDCG and not higher_is_better(metric):
+        # Declared lower-is-better (gini_index): no kind may hold it.
+        measures = measured_by(metric)
+        rising = " or ".join(n for n in beyond_global() if higher_is_better(n))
         raise ConfigError(
-            f"{spelling.key} cannot hold gini_index: it measures concentration (lower is better), so a floor "
-            "or an allowed drop on it would pass the worse run; gate catalog_coverage or distributional_coverage"
+            f"{spelling.key} cannot hold {metric}: {f'it measures {measures} ' if measures else ''}(lower is better), "
+            f"so a floor or an allowed drop on it would pass the worse run; gate {rising}"
         )
-    if metric not in GATED[kind]:
+    if metric not in gated(kind):
         why = (
             "it pairs users, and " + metric + " is a figure of the whole catalog" if kind == "drop" else "it holds NDCG"
         )

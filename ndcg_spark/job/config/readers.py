@@ -95,6 +95,24 @@ def names(value: Any, name: str) -> Tuple[str, ...]:
     return tuple(value) if isinstance(value, (list, tuple)) else value
 
 
+def beyond_names(value: Any, name: str = "beyond_accuracy") -> Any:
+    """``beyond_accuracy`` as written: ``true``/``false``, a flag's ``"novelty,diversity"`` (any
+    case) or a TOML list, as True, False or a list of names (their own check is the option's:
+    :class:`~ndcg_spark.options.EvaluationOptions` refuses an unknown name).
+
+    Examples
+    --------
+    >>> beyond_names("True"), beyond_names(" Novelty, catalog_coverage"), beyond_names(["novelty"])
+    (True, ['novelty', 'catalog_coverage'], ['novelty'])
+    """
+    if not isinstance(value, str):
+        return value
+    text = value.strip().lower()
+    if text in ("true", "false"):
+        return text == "true"
+    return [v.strip() for v in text.split(",") if v.strip()]
+
+
 def texts(value: Any, name: str) -> Tuple[str, ...]:
     """One path or table, or a list of them (``candidate``; repeatable as a flag)."""
     items = [value] if isinstance(value, str) else list(value) if isinstance(value, (list, tuple)) else [value]

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 from ndcg_spark.job.config.readers import (
+    beyond_names,
     break_lock,
     cutoffs,
     gate_text,
@@ -236,6 +237,7 @@ def _option_setting(f: dataclasses.Field) -> Setting:
     """An evaluation option as a setting: read as its type says, recorded as resolved."""
     readers: Dict[str, Callable[[Any, str], Any]] = {
         "k": cutoffs, "group_by": names, "gains": parse_gains, "log_base": log_base, "relevance_threshold": number,
+        "beyond_accuracy": beyond_names,
     }  # fmt: skip
     kind = str(f.type)
     read = readers.get(f.name) or {"bool": parse_bool, "int": whole}.get(kind, lambda v, _: v)
