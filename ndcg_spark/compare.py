@@ -5,7 +5,7 @@ Per user and k the two NDCG values are paired (``candidate - baseline``); per se
 summary reports both means, the mean paired difference with its 95% interval, a paired t-test
 p-value and wins / ties / losses. The per-user pairing and every sum run in Spark; only the
 small per-(segment, k) summary is collected to turn t statistics into p-values. The pairing of
-two evaluations and its summary are :mod:`ndcg_spark._comparison.pairing`'s; this module holds the entry
+two evaluations and its summary are :mod:`ndcg_spark._comparison.paired_evaluations`'s; this module holds the entry
 points and the many-models comparison.
 """
 
@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 
 from ndcg_spark._beyond.sources import Tables
 from ndcg_spark._comparison import statistics as _stats
-from ndcg_spark._comparison.pairing import ComparisonResult, paired, with_beyond_t_tests
+from ndcg_spark._comparison.paired_evaluations import ComparisonResult, pair_evaluations, with_beyond_t_tests
 from ndcg_spark._comparison.statistics import adjust_p_values, with_t_test
 from ndcg_spark._metrics import accuracy as _metrics
 from ndcg_spark._spark.counts import RowCount, counted
@@ -45,7 +45,7 @@ __all__ = [
     "ModelComparison",
     "compare",
     "compare_models",
-    "paired",
+    "pair_evaluations",
 ]
 
 #: The multiple-testing corrections of :func:`compare_models` (its ``correction``).
@@ -112,7 +112,7 @@ def compare(
     shared = counted(relevance)
     tables = Tables(interactions, items, baseline_recommendations)
     results = [evaluate_counted(recs, shared, opts, user_attributes, tables) for recs in (baseline, candidate)]
-    return paired(results[0], results[1], opts)
+    return pair_evaluations(results[0], results[1], opts)
 
 
 # ----------------------------------------------------------------------------- many models
@@ -123,7 +123,7 @@ PAIRINGS = ("baseline", "all")
 @dataclass(frozen=True)
 class ModelComparison:
     """The outcome of :func:`compare_models`: one :class:`ComparisonResult` per pair of models,
-    each made by :func:`paired` from the two models' per-user figures.
+    each made by :func:`~ndcg_spark._comparison.paired_evaluations.pair_evaluations` from the two models' per-user figures.
 
     Attributes
     ----------
@@ -157,7 +157,7 @@ class ModelComparison:
     @property
     def results(self) -> List[ComparisonResult]:
         """The paired comparison of each pair, in the order of ``pairs``."""
-        return [paired(self.evaluations[a], self.evaluations[b], self.options) for a, b in self.pairs]
+        return [pair_evaluations(self.evaluations[a], self.evaluations[b], self.options) for a, b in self.pairs]
 
     def persist(self) -> ModelComparison:
         """Cache each model's per-user figures, so every pair and output reads them once."""

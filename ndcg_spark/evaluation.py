@@ -1,7 +1,7 @@
 """``evaluate``: per-user CG, DCG, IDCG and NDCG@k, and their summary, as lazy DataFrames.
 
 :func:`evaluate_rows` is the order of the stages, each a module of ``_stages`` that writes
-columns of the contract (:mod:`~ndcg_spark._stages.contract`) and reads only the contract's,
+columns of the contract (:mod:`~ndcg_spark._stages.column_contract`) and reads only the contract's,
 never another stage's module:
 
 1. :mod:`~ndcg_spark._stages.inputs`: the array layout as rows, the tables' shapes checked, the

@@ -536,7 +536,7 @@ def _beyond_names(value: Any) -> Any:
     """``beyond_accuracy`` as True, False or a tuple of known metric names in the registry's order.
 
     True, False, or a list of names (a flag's text, ``"novelty,diversity"``, is the job's to read:
-    :func:`ndcg_spark.job.config.readers.beyond_names`).
+    :func:`ndcg_spark.job.config.spellings.beyond_names`).
     """
     if isinstance(value, bool):
         return value

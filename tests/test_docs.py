@@ -26,7 +26,7 @@ MODULES = [
     "ndcg_spark.job.config.parsing",
     "ndcg_spark.job.config.targets",
     "ndcg_spark.job.config.settings",
-    "ndcg_spark.job.config.readers",
+    "ndcg_spark.job.config.spellings",
     "ndcg_spark.reading",
     "ndcg_spark.conventions",
     "ndcg_spark.ml",

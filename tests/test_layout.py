@@ -15,7 +15,7 @@ from typing import Optional
 import pytest
 
 import ndcg_spark
-from ndcg_spark._stages import contract as _columns
+from ndcg_spark._stages import column_contract as _columns
 
 PACKAGE = Path(ndcg_spark.__file__).parent
 
@@ -134,7 +134,11 @@ def test_each_room_of_the_library_imports_only_the_rooms_it_may():
 
 def test_the_room_rule_sees_a_room_reaching_up_or_across_or_to_the_front_door():
     graph = {
-        "ndcg_spark._stages.scoring": {"ndcg_spark._beyond.means", "ndcg_spark._stages.contract", "ndcg_spark.options"},
+        "ndcg_spark._stages.scoring": {
+            "ndcg_spark._beyond.means",
+            "ndcg_spark._stages.column_contract",
+            "ndcg_spark.options",
+        },
         "ndcg_spark._beyond.means": {"ndcg_spark._stages.summary", "ndcg_spark.evaluation"},
         "ndcg_spark._spark.sql": {"ndcg_spark._metrics.registry"},
         "ndcg_spark.evaluation": {"ndcg_spark._beyond.stage"},
@@ -161,7 +165,7 @@ def test_the_room_cycle_check_sees_two_rooms_importing_each_other_through_other_
 
 #: The stages of the data's way, each a module of ``_stages``, and beyond accuracy beside scoring
 #: (one stage, a package of its own). A stage imports no other stage: they meet over the column
-#: contract (``_stages/contract.py``) and the row rules (``_stages/rules.py``), which are no stage.
+#: contract (``_stages/column_contract.py``) and the row rules (``_stages/rules.py``), which are no stage.
 NDCG_STAGES = ("inputs", "ranking", "judged", "lists", "scoring", "summary")
 
 #: Where beyond accuracy reads NDCG's stages on purpose, and why: its stage ranks the baseline's
@@ -209,7 +213,7 @@ def test_the_stage_rule_sees_a_stage_importing_another_beyond_accuracy_too():
     graph = {
         "ndcg_spark._stages.scoring": {"ndcg_spark._stages.judged", "ndcg_spark._stages.rules"},
         "ndcg_spark._beyond.means": {"ndcg_spark._stages.summary", "ndcg_spark._beyond.columns"},
-        "ndcg_spark._beyond.stage": {"ndcg_spark._stages.ranking", "ndcg_spark._stages.contract"},
+        "ndcg_spark._beyond.stage": {"ndcg_spark._stages.ranking", "ndcg_spark._stages.column_contract"},
     }
     assert stage_crossings(graph) == {
         ("ndcg_spark._stages.scoring", "ndcg_spark._stages.judged"),
@@ -410,11 +414,24 @@ def stem(name: str) -> str:
     return word
 
 
-def test_a_modules_name_says_what_it_holds_no_two_are_variants_of_one_word():
-    names = {}
-    for module in job_graph():
+def same_names(modules) -> dict:
+    """{stem: modules} of the module files whose names are variants of one word. A command of the
+    job (``job/commands/compare.py``) is named for the command it runs, as the library's entry
+    point for it (``compare.py``) is: the two are one name on purpose, not a clash."""
+    names: dict = {}
+    for module in modules:
+        if module.startswith("ndcg_spark.job.commands."):
+            continue
         names.setdefault(stem(module.rsplit(".", 1)[-1]), set()).add(module)
-    assert {s: sorted(m) for s, m in names.items() if len(m) > 1} == {}
+    return {s: sorted(m) for s, m in names.items() if len(m) > 1}
+
+
+def test_a_modules_name_says_what_it_holds_no_two_are_variants_of_one_word():
+    files = [m for m, path in modules_of().items() if path.name != "__init__.py"]
+    assert same_names(files) == {}
+    assert same_names(["ndcg_spark._stages.inputs", "ndcg_spark.job.input", "ndcg_spark.job.commands.validate"]) == {
+        "input": ["ndcg_spark._stages.inputs", "ndcg_spark.job.input"]
+    }
     assert stem("checks") == stem("checking") == stem("checked") == "check"
     assert stem("nights") != stem("history")
 

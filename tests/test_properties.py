@@ -7,7 +7,7 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 from ndcg_spark import evaluate
-from ndcg_spark._stages import contract as _columns
+from ndcg_spark._stages import column_contract as _columns
 from ndcg_spark._stages import judged as _judged
 from ndcg_spark._stages import ranking as _ranking
 from ndcg_spark.options import EvaluationOptions

@@ -12,7 +12,7 @@ import pytest
 from ndcg_spark.errors import ConfigError, InputDataError
 from ndcg_spark.job import CompareConfig, EvaluateConfig, parse_config
 from ndcg_spark.job.commands import tracking
-from ndcg_spark.job.config import readers, settings
+from ndcg_spark.job.config import settings, spellings
 from ndcg_spark.job.config.flags import build_parser
 from ndcg_spark.job.config.parsing import HistoryConfig
 from ndcg_spark.job.config.targets import Partition
@@ -57,7 +57,7 @@ def test_a_value_is_read_once_into_its_type(monkeypatch):
 
     def counted(value, name):
         calls.append(value)
-        return readers.cutoffs(value, name)
+        return spellings.cutoffs(value, name)
 
     monkeypatch.setitem(settings.BY_NAME, "k", dataclasses.replace(settings.BY_NAME["k"], read=counted))
     config, _ = parse_config([*REQUIRED, "--k", "10,5,all", "--fail-below", "10:0.3", "--run-date", "2026-11-21"])

@@ -1,7 +1,7 @@
 """Beyond accuracy: novelty, surprisal, popularity, diversity, serendipity, unexpectedness and coverage.
 
 A stage beside scoring. It reads the ranked lists (segments, user, ``ITEMS``: the contract's
-columns, :mod:`ndcg_spark._stages.contract`), the judged lists (for serendipity's relevance) and the
+columns, :mod:`ndcg_spark._stages.column_contract`), the judged lists (for serendipity's relevance) and the
 optional tables of :class:`~ndcg_spark._beyond.sources.Tables`, and gives one row per (list, k)
 with each asked per-user metric, joined onto the scored rows, and per segment and k the means
 with their intervals and the global figures. A module per concern:

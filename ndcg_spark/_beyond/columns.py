@@ -1,8 +1,8 @@
 """The beyond-accuracy stage's own columns, and the SQL every per-user metric writes over a list's arrays.
 
-The columns never leave the stage (the contract's, :mod:`ndcg_spark._stages.contract`, are what it
+The columns never leave the stage (the contract's, :mod:`ndcg_spark._stages.column_contract`, are what it
 reads and writes), so they live here, once, for its modules; those the metrics' declarations read,
-and their shared SQL, are :mod:`ndcg_spark._metrics.columns`'s, named here too.
+and their shared SQL, are :mod:`ndcg_spark._metrics.per_user_sql`'s, named here too.
 """
 
 from __future__ import annotations
@@ -11,17 +11,17 @@ from typing import Optional
 
 from pyspark.sql import DataFrame
 
-from ndcg_spark._metrics.columns import BASELINE as BASELINE
-from ndcg_spark._metrics.columns import HISTORY as HISTORY
-from ndcg_spark._metrics.columns import HISTORY_CATS as HISTORY_CATS
-from ndcg_spark._metrics.columns import HISTORY_SIZE as HISTORY_SIZE
-from ndcg_spark._metrics.columns import HISTORY_VECTOR as HISTORY_VECTOR
-from ndcg_spark._metrics.columns import PAIR_SUMS as PAIR_SUMS
-from ndcg_spark._metrics.columns import SEREN_SUMS as SEREN_SUMS
-from ndcg_spark._metrics.columns import array_sum as array_sum
-from ndcg_spark._metrics.columns import share_of as share_of
+from ndcg_spark._metrics.per_user_sql import BASELINE as BASELINE
+from ndcg_spark._metrics.per_user_sql import HISTORY as HISTORY
+from ndcg_spark._metrics.per_user_sql import HISTORY_CATS as HISTORY_CATS
+from ndcg_spark._metrics.per_user_sql import HISTORY_SIZE as HISTORY_SIZE
+from ndcg_spark._metrics.per_user_sql import HISTORY_VECTOR as HISTORY_VECTOR
+from ndcg_spark._metrics.per_user_sql import PAIR_SUMS as PAIR_SUMS
+from ndcg_spark._metrics.per_user_sql import SEREN_SUMS as SEREN_SUMS
+from ndcg_spark._metrics.per_user_sql import array_sum as array_sum
+from ndcg_spark._metrics.per_user_sql import share_of as share_of
 from ndcg_spark._spark.sql import ident
-from ndcg_spark._stages.contract import SEGMENT
+from ndcg_spark._stages.column_contract import SEGMENT
 
 # Columns inside this stage.
 ATTRS = "__nb_attrs"

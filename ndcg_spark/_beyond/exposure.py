@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 from ndcg_spark._beyond.columns import COUNT, POS, cutoff_sql
 from ndcg_spark._metrics import registry
 from ndcg_spark._spark.sql import ident
-from ndcg_spark._stages.contract import ITEM, ITEMS
+from ndcg_spark._stages.column_contract import ITEM, ITEMS
 from ndcg_spark.options import EvaluationOptions
 
 

@@ -17,7 +17,7 @@ from ndcg_spark._beyond.similarity import unit
 from ndcg_spark._metrics import registry
 from ndcg_spark._spark.counts import RowCount, counted
 from ndcg_spark._spark.sql import ident
-from ndcg_spark._stages.contract import ITEM
+from ndcg_spark._stages.column_contract import ITEM
 from ndcg_spark.options import EvaluationOptions
 
 

@@ -32,7 +32,7 @@ from ndcg_spark._beyond.columns import (
 )
 from ndcg_spark._metrics import registry
 from ndcg_spark._spark.sql import ident, join_null_safe, string_literal
-from ndcg_spark._stages.contract import EXCLUDED, ITEM, ITEMS, JUDGED_ITEMS, JUDGED_RELEVANCE, SEGMENT, list_keys
+from ndcg_spark._stages.column_contract import EXCLUDED, ITEM, ITEMS, JUDGED_ITEMS, JUDGED_RELEVANCE, SEGMENT, list_keys
 from ndcg_spark.options import EvaluationOptions
 
 

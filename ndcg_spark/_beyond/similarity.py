@@ -36,7 +36,7 @@ from ndcg_spark._beyond.columns import (
     USERS,
 )
 from ndcg_spark._spark.sql import ident, string_literal
-from ndcg_spark._stages.contract import ITEM
+from ndcg_spark._stages.column_contract import ITEM
 from ndcg_spark.errors import input_check
 from ndcg_spark.options import EvaluationOptions
 

@@ -19,7 +19,7 @@ from ndcg_spark._beyond.columns import CATEGORY, FEATURES, POP
 from ndcg_spark._metrics import registry
 from ndcg_spark._spark.counts import RowCount, counted, counted_apart
 from ndcg_spark._spark.sql import ident, string_literal
-from ndcg_spark._stages.contract import ITEM, ITEMS
+from ndcg_spark._stages.column_contract import ITEM, ITEMS
 from ndcg_spark._stages.inputs import INTEGRAL_TYPES, as_rows, common_item_type
 from ndcg_spark._stages.rules import RowRule, key_text, recommendation_rules
 from ndcg_spark.errors import COLUMN_TYPE, MISSING_COLUMN, TYPES_DIFFER, ConfigError, InputDataError, input_check

@@ -30,7 +30,7 @@ from ndcg_spark._beyond.sources import (
 )
 from ndcg_spark._beyond.sources import unknown_items as beyond_unknown_items
 from ndcg_spark._spark.counts import RowCount
-from ndcg_spark._stages.contract import ITEM, ITEMS, SEGMENT
+from ndcg_spark._stages.column_contract import ITEM, ITEMS, SEGMENT
 from ndcg_spark._stages.inputs import read_inputs, with_user_attributes
 from ndcg_spark._stages.ranking import ranked_lists
 from ndcg_spark.options import EvaluationOptions, beyond_global, beyond_per_user

@@ -9,7 +9,7 @@ A per-user metric's SQL reads ``top``, the list's structs within the cutoff, one
 position ``p``, item ``i``, self-information ``si``, surprisal weight ``sw``, popularity ``pop``,
 head flag ``h``, category ``c``, normalised features ``f`` and judged relevance ``r`` (those its
 ``parts`` ask for; the others are null or 0), and the row's columns of
-:mod:`ndcg_spark._metrics.columns`. A new metric is one declaration here (or one :func:`register`
+:mod:`ndcg_spark._metrics.per_user_sql`. A new metric is one declaration here (or one :func:`register`
 anywhere). Definitions and each peer's switches: ``docs/conventions.md`` (Beyond accuracy).
 """
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Optional, Tuple
 
-from ndcg_spark._metrics.columns import (
+from ndcg_spark._metrics.per_user_sql import (
     BASELINE,
     HISTORY,
     HISTORY_CATS,

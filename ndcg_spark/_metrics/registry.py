@@ -118,7 +118,7 @@ class PerUser:
 
     ``reads(opts)``: the inputs it needs, of :data:`INPUTS` (a run without one leaves it out, or
     stops when it is named). ``sql(top, k, opts)``: its SQL at cutoff ``k`` over ``top`` (the
-    list's array of structs within k) and the row's columns (:mod:`ndcg_spark._metrics.columns`);
+    list's array of structs within k) and the row's columns (:mod:`ndcg_spark._metrics.per_user_sql`);
     null where it has no value. ``parts(opts)``: what of the structs and row it reads, of
     :data:`PARTS`. ``aggregation(opts)``: how the summary aggregates it (:data:`MEAN` by default).
     ``higher_is_better``: its direction; a lower-is-better figure is never gated (a floor or an

@@ -20,7 +20,7 @@ from ndcg_spark._results.written_once import WrittenOnce, cutoff_conditions, in_
 from ndcg_spark._spark.compat import observes
 from ndcg_spark._spark.counts import RowCount
 from ndcg_spark._spark.sql import alias_of, ident
-from ndcg_spark._stages.contract import (
+from ndcg_spark._stages.column_contract import (
     EXCLUDED,
     FIGURES,
     HAS_ATTRIBUTES,

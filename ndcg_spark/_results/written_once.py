@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 from ndcg_spark._charts.plots import BINS
 from ndcg_spark._spark.compat import observes
 from ndcg_spark._spark.sql import FINITE_NDCG, alias_of, ident, ndcg_bin
-from ndcg_spark._stages.contract import EXCLUDED, both_sides_kept_sql
+from ndcg_spark._stages.column_contract import EXCLUDED, both_sides_kept_sql
 from ndcg_spark._stages.summary import accounting_aggregates, finish_summary, summary_aggregates
 from ndcg_spark.errors import input_errors
 from ndcg_spark.options import EvaluationOptions

@@ -1,5 +1,5 @@
 """NDCG's stages, in the order of the data's way: each module owns one stage, writes the columns
-of the contract (:mod:`~ndcg_spark._stages.contract`) it is declared the writer of, and reads only
+of the contract (:mod:`~ndcg_spark._stages.column_contract`) it is declared the writer of, and reads only
 the contract's columns, never another stage's module.
 
 * :mod:`~ndcg_spark._stages.inputs`: the tables as rows, checked and narrowed to what the metrics read;

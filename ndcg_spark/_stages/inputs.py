@@ -1,7 +1,7 @@
 """Input preparation: the tables' shapes checked, the array layout as rows, the inputs narrowed.
 
 After :func:`narrow` the two tables hold only what the metric reads, under names of the column
-contract (:mod:`ndcg_spark._stages.contract`; the user column and the recommendations' segment columns
+contract (:mod:`ndcg_spark._stages.column_contract`; the user column and the recommendations' segment columns
 keep their own):
 
 ========================  =========================================================
@@ -25,7 +25,7 @@ from pyspark.sql import types as T
 
 from ndcg_spark._spark.sql import ident, string_literal
 from ndcg_spark._stages import rules
-from ndcg_spark._stages.contract import ARRAY_RANK, HAS_ATTRIBUTES, ITEM, ORDER, REL, SEGMENT
+from ndcg_spark._stages.column_contract import ARRAY_RANK, HAS_ATTRIBUTES, ITEM, ORDER, REL, SEGMENT
 from ndcg_spark.errors import COLUMN_TYPE, MISSING_COLUMN, TYPES_DIFFER, InputDataError, input_check
 from ndcg_spark.options import EvaluationOptions
 from ndcg_spark.spark_support import check_spark

@@ -2,7 +2,7 @@
 
 Reads the narrowed relevance (user, ``ITEM``, ``REL``; with segments of the recommendations,
 the packed ``SEGMENT`` too: the rows repeated for each segment) and gives one row per user (per
-segment and user) with these columns of the contract (:mod:`ndcg_spark._stages.contract`):
+segment and user) with these columns of the contract (:mod:`ndcg_spark._stages.column_contract`):
 
 ========================  ===============================================================
 ``JUDGED_ITEMS``          array: the judged items
@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 
 from ndcg_spark._metrics.accuracy import is_relevant
 from ndcg_spark._spark.sql import gain_mapped, repeat_count
-from ndcg_spark._stages.contract import (
+from ndcg_spark._stages.column_contract import (
     HAS_JUDGEMENTS,
     IDEAL,
     ITEM,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 
 from ndcg_spark._spark.sql import ident
-from ndcg_spark._stages.contract import SEGMENT
+from ndcg_spark._stages.column_contract import SEGMENT
 from ndcg_spark.options import EvaluationOptions
 
 

@@ -1,7 +1,7 @@
 """Ranked lists: each user's top k recommendations, in position order.
 
 Reads the narrowed recommendations (segments, user, ``ITEM``, ``ORDER``) and gives one row per
-list (segments, user) with these columns of the contract (:mod:`ndcg_spark._stages.contract`):
+list (segments, user) with these columns of the contract (:mod:`ndcg_spark._stages.column_contract`):
 
 =====================  ==================================================================
 ``ITEMS``              array: the items in position order, the first largest k (with ties
@@ -26,7 +26,7 @@ from pyspark.sql import functions as F
 
 from ndcg_spark._spark.counts import RowCount, counted
 from ndcg_spark._spark.sql import has_repeats, repeat_count
-from ndcg_spark._stages.contract import ITEM, ITEMS, ORDER, ORDERS, RANKED_REPEATS, list_keys, positions_as_given
+from ndcg_spark._stages.column_contract import ITEM, ITEMS, ORDER, ORDERS, RANKED_REPEATS, list_keys, positions_as_given
 from ndcg_spark._stages.rules import RANK_TIE, guard_lists
 from ndcg_spark.options import EvaluationOptions
 

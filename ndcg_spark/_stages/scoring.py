@@ -1,7 +1,7 @@
 """Scoring: gains, tie averaging, the sums at each cutoff, and the companion metrics.
 
 Reads one row per list: the ranked list fully outer-joined on the user with the judged list
-(their columns are the contract's, :mod:`ndcg_spark._stages.contract`), so either side may be null.
+(their columns are the contract's, :mod:`ndcg_spark._stages.column_contract`), so either side may be null.
 Gives one row per (list, k):
 
 ============================  ==========================================================
@@ -36,7 +36,7 @@ from ndcg_spark._spark.sql import (
     repeat_count,
     sums_at_cuts,
 )
-from ndcg_spark._stages.contract import (
+from ndcg_spark._stages.column_contract import (
     CARRIED,
     HAS_JUDGEMENTS,
     IDEAL,

@@ -1,7 +1,7 @@
 """Summary: who the policies leave out, the means and their intervals, and the row accounting.
 
 Reads the scored rows (one per (list, k), segment columns of the user attributes joined; their
-internal columns are the contract's, :mod:`ndcg_spark._stages.contract`) and adds ``EXCLUDED``, true
+internal columns are the contract's, :mod:`ndcg_spark._stages.column_contract`) and adds ``EXCLUDED``, true
 for a user the policies leave out of ``per_user`` and the means (such users are still counted).
 """
 
@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 
 from ndcg_spark._metrics.accuracy import COMPANIONS, CORE
 from ndcg_spark._spark.sql import alias_of, ident, join_null_safe, normal_interval, string_literal, when_spread
-from ndcg_spark._stages.contract import (
+from ndcg_spark._stages.column_contract import (
     EXCLUDED,
     HAS_ATTRIBUTES,
     HAS_JUDGEMENTS,

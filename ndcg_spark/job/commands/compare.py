@@ -14,7 +14,7 @@ from ndcg_spark.errors import EMPTY_TABLE, ConfigError, InputDataError
 from ndcg_spark.job import progress
 from ndcg_spark.job.commands import protocol
 from ndcg_spark.job.commands.evaluate import report_notes
-from ndcg_spark.job.commands.inputs import check_partition_column, explain_input_errors, read_input
+from ndcg_spark.job.commands.input_tables import check_partition_column, explain_input_errors, read_input
 from ndcg_spark.job.config.gate_specs import margins_by_k
 from ndcg_spark.job.config.parsing import CompareConfig
 from ndcg_spark.job.gates import wording

@@ -13,7 +13,7 @@ from ndcg_spark.errors import EMPTY_TABLE, InputDataError
 from ndcg_spark.evaluation import evaluate
 from ndcg_spark.job import progress
 from ndcg_spark.job.commands import history, protocol
-from ndcg_spark.job.commands.inputs import (
+from ndcg_spark.job.commands.input_tables import (
     account_rows,
     check_partition_column,
     explain_input_errors,

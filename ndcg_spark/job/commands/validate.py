@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Sequence
 from ndcg_spark.errors import INVALID_ROWS, InputDataError
 from ndcg_spark.evaluation import BEYOND_TABLES, evaluate
 from ndcg_spark.job import console, progress
-from ndcg_spark.job.commands.inputs import account_rows, read_input
+from ndcg_spark.job.commands.input_tables import account_rows, read_input
 from ndcg_spark.job.config.parsing import EvaluateConfig
 from ndcg_spark.job.exits import EXIT_INPUT, EXIT_OK
 from ndcg_spark.validation import validate
@@ -36,7 +36,7 @@ def main(spark, config: EvaluateConfig) -> Dict[str, Any]:
 
     ``problems`` are the one-line descriptions of every problem found (empty when none);
     ``unknown_items`` what the items table lacks, per table ({} without one);
-    ``rows`` the row accounting (:func:`~ndcg_spark.job.commands.inputs.account_rows`) when the run
+    ``rows`` the row accounting (:func:`~ndcg_spark.job.commands.input_tables.account_rows`) when the run
     would go on, else None. Empty tables and schema problems raise :class:`InputDataError`.
     """
     progress.phase("reading the inputs")

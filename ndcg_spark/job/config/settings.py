@@ -19,7 +19,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
-from ndcg_spark.job.config.readers import (
+from ndcg_spark.job.config.spellings import (
     beyond_names,
     break_lock,
     cutoffs,

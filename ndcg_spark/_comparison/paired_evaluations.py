@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from ndcg_spark._comparison.statistics import paired_t_test, with_t_test
 from ndcg_spark._results.evaluation_result import EvaluationResult
 from ndcg_spark._spark.sql import ident, join_null_safe
-from ndcg_spark._stages.contract import EXCLUDED
+from ndcg_spark._stages.column_contract import EXCLUDED
 from ndcg_spark._stages.summary import excluded
 from ndcg_spark.errors import input_errors
 from ndcg_spark.options import EvaluationOptions, beyond_per_user
@@ -75,7 +75,9 @@ def with_beyond_t_tests(record: Dict[str, Any], names: Sequence[str]) -> Dict[st
     return record
 
 
-def paired(baseline: EvaluationResult, candidate: EvaluationResult, opts: EvaluationOptions) -> ComparisonResult:
+def pair_evaluations(
+    baseline: EvaluationResult, candidate: EvaluationResult, opts: EvaluationOptions
+) -> ComparisonResult:
     """The comparison of two models' evaluations, from their figures for every user
     (:meth:`EvaluationResult.every_user <ndcg_spark.EvaluationResult.every_user>`)."""
     keys = [*opts.group_by, opts.user_col, "k"]
