@@ -44,22 +44,8 @@ SHORT_LISTS = ("list_length", "k")
 WITHOUT_LIST = ("null", "scored")
 WITHOUT_BASELINE = ("unexpected", "expected")
 
-#: The beyond-accuracy metrics are declared in the metric registry (:mod:`ndcg_spark._metrics.registry`)
-#: and read from it when used, so one declared at run time counts: :func:`beyond_per_user`,
-#: :func:`beyond_global`, :func:`beyond_metric_names`. ``BEYOND_PER_USER``, ``BEYOND_GLOBAL`` and
-#: ``BEYOND_METRICS`` are the same names as tuples, read from the registry on each attribute access
-#: (``options.BEYOND_PER_USER``; a name bound by ``from ndcg_spark.options import`` keeps the tuple of then).
-_LIVE_NAMES = {
-    "BEYOND_PER_USER": registry.per_user_names,
-    "BEYOND_GLOBAL": registry.global_names,
-    "BEYOND_METRICS": registry.names,
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LIVE_NAMES:
-        return _LIVE_NAMES[name]()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# The beyond-accuracy metrics are declared in the metric registry (:mod:`ndcg_spark._metrics.registry`)
+# and read from it when used, so one declared at run time counts.
 
 
 def beyond_per_user() -> Tuple[str, ...]:

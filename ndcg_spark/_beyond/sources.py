@@ -49,6 +49,11 @@ def needs(name: str, opts: EvaluationOptions) -> Tuple[str, ...]:
     return registry.declared(name).reads(opts)
 
 
+def any_reads(names: Collection[str], table: str, opts: EvaluationOptions) -> bool:
+    """Whether a metric of ``names`` reads ``table`` (:func:`needs`)."""
+    return any(table in needs(name, opts) for name in names)
+
+
 def _missing(name: str, given: Collection[str], opts: EvaluationOptions) -> Optional[str]:
     have = set(given)
     have |= {c for c in ("item_category_col", "item_features_col") if "items" in have and getattr(opts, c) is not None}
@@ -181,7 +186,7 @@ def counted_tables(tables: Tables, names: Sequence[str], opts: EvaluationOptions
         interactions, read["interactions"] = count(tables.interactions, "interactions")
     if names and tables.items is not None:
         items, read["items"] = count(tables.items, "items")
-    if tables.baseline is not None and "unexpectedness" in names:
+    if tables.baseline is not None and any_reads(names, "baseline_recommendations", opts):
         baseline, read["baseline_recommendations"] = counted(as_rows(tables.baseline, opts.unsegmented))
     return Tables(interactions, items, baseline), read
 

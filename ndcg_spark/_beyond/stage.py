@@ -20,6 +20,7 @@ from ndcg_spark._beyond.per_user import attach, per_list
 from ndcg_spark._beyond.similarity import history_table
 from ndcg_spark._beyond.sources import (
     Tables,
+    any_reads,
     asked,
     counted_tables,
     interactions_rows,
@@ -29,6 +30,7 @@ from ndcg_spark._beyond.sources import (
     used_rows,
 )
 from ndcg_spark._beyond.sources import unknown_items as beyond_unknown_items
+from ndcg_spark._metrics import registry
 from ndcg_spark._spark.counts import RowCount
 from ndcg_spark._stages.column_contract import ITEM, ITEMS, SEGMENT
 from ndcg_spark._stages.inputs import read_inputs, with_user_attributes
@@ -121,7 +123,7 @@ def beyond_accuracy(
     items = baseline = None
     if extra.tables.items is not None:
         items = items_rows(extra.tables.items, item_type, opts)
-    if extra.tables.baseline is not None and "unexpectedness" in extra.names:
+    if extra.tables.baseline is not None and any_reads(extra.names, "baseline_recommendations", opts):
         # The baseline's lists as the recommendations' own: same ordering, tie-break and cut, per user.
         alone = opts.unsegmented
         base = read_inputs(extra.tables.baseline, None, alone, widen=lambda _: item_type).recommendations
@@ -129,10 +131,12 @@ def beyond_accuracy(
     per_user = [n for n in extra.names if n in beyond_per_user()]
     stats, totals, per_item = item_table(seen, items, per_user, opts)
     history = None
-    # The histories: read by these metrics, and the co-occurrence count's pairs (diversity's too).
-    wants_history = {"unseen_share", "serendipity"} | ({"diversity"} if opts.similarity == "cooccurrence" else set())
-    if seen is not None and wants_history & set(per_user):
-        history = history_table(seen, items, opts, bounded="serendipity" in per_user)
+    # The histories: read by the metrics whose declared parts are the history or a co-occurrence
+    # sum (the sums count the pairs within each history); bounded where the serendipity sums pair
+    # each history with the user's relevant items.
+    parts = registry.parts(per_user, opts)
+    if seen is not None and {"history", "pair_sums", "serendipity_sums"} & parts:
+        history = history_table(seen, items, opts, bounded="serendipity_sums" in parts)
     if per_user:
         metrics = per_list(lists, judged, stats, totals, history, baseline, per_user, opts, per_item)
         scored = attach(scored, metrics, history, per_user, opts)
