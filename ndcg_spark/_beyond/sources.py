@@ -20,7 +20,7 @@ from ndcg_spark._metrics import registry
 from ndcg_spark._spark.counts import RowCount, counted, counted_apart
 from ndcg_spark._spark.sql import ident, string_literal
 from ndcg_spark._stages.column_contract import ITEM, ITEMS
-from ndcg_spark._stages.inputs import INTEGRAL_TYPES, as_rows, common_item_type
+from ndcg_spark._stages.inputs import INTEGRAL_TYPES, as_rows, common_item_type, item_as
 from ndcg_spark._stages.rules import RowRule, key_text, recommendation_rules
 from ndcg_spark.errors import COLUMN_TYPE, MISSING_COLUMN, TYPES_DIFFER, ConfigError, InputDataError, input_check
 from ndcg_spark.options import TABLE_COLUMNS, EvaluationOptions
@@ -256,14 +256,6 @@ def item_type_of(tables: Sequence[Tuple[str, DataFrame]], item_type: T.DataType,
     return item_type
 
 
-def _item_as(df: DataFrame, item_type: T.DataType, opts: EvaluationOptions) -> str:
-    """SQL: the table's item column in the comparison type, which :func:`item_type_of` made at
-    least as wide as the table's own: an integer of another width is cast up to it."""
-    if df.schema[opts.item_col].dataType == item_type:
-        return f"{ident(opts.item_col)} AS {ITEM}"
-    return f"CAST({ident(opts.item_col)} AS {item_type.simpleString()}) AS {ITEM}"
-
-
 def _null_rule(df: DataFrame, table: str, columns: Sequence[str], key: str) -> DataFrame:
     whens = " ".join(
         f"WHEN {ident(c)} IS NULL THEN {string_literal(f'{table} column {c!r} is null, e.g. ')}" for c in columns
@@ -289,7 +281,7 @@ def interactions_rows(df: DataFrame, item_type: T.DataType, opts: EvaluationOpti
     _check_columns(df, "interactions", [(opts.user_col, "user_col"), (opts.item_col, "item_col")])
     key = f"concat({string_literal(opts.user_col + '=')}, coalesce(CAST({ident(opts.user_col)} AS STRING), 'null'))"
     checked = _null_rule(df, "interactions", [opts.user_col, opts.item_col], key)
-    return checked.selectExpr(ident(opts.user_col), _item_as(df, item_type, opts))
+    return checked.selectExpr(ident(opts.user_col), item_as(df.schema[opts.item_col].dataType, item_type, opts))
 
 
 def items_rows(df: DataFrame, item_type: T.DataType, opts: EvaluationOptions) -> DataFrame:
@@ -310,7 +302,7 @@ def items_rows(df: DataFrame, item_type: T.DataType, opts: EvaluationOptions) ->
     item = ident(opts.item_col)
     key = f"concat({string_literal(opts.item_col + '=')}, coalesce(CAST({item} AS STRING), 'null'))"
     rows = _null_rule(df, "items", [opts.item_col], key)
-    columns = [_item_as(df, item_type, opts)]
+    columns = [item_as(df.schema[opts.item_col].dataType, item_type, opts)]
     columns.append(
         f"CAST({ident(opts.item_category_col)} AS STRING) AS {CATEGORY}"
         if opts.item_category_col

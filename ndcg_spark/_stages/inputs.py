@@ -276,7 +276,7 @@ def narrow(
         relevance = f"greatest({relevance}, 0.0D)"
     return (
         _narrowed_recommendations(recs, opts, item_type),
-        rel.selectExpr(ident(opts.user_col), _item_as(rel_item_type, item_type, opts), f"{relevance} AS {REL}"),
+        rel.selectExpr(ident(opts.user_col), item_as(rel_item_type, item_type, opts), f"{relevance} AS {REL}"),
     )
 
 
@@ -289,12 +289,13 @@ def _narrowed_recommendations(recs: DataFrame, opts: EvaluationOptions, item_typ
         order = f"(CAST({ident(opts.rank_col)} AS DOUBLE) + 0.0D)"
     else:
         order = f"(-CAST({ident(opts.score_col)} AS DOUBLE) + 0.0D)"
-    item = _item_as(recs.schema[opts.item_col].dataType, item_type, opts)
+    item = item_as(recs.schema[opts.item_col].dataType, item_type, opts)
     return recs.selectExpr(*segments, ident(opts.user_col), item, f"{order} AS {ORDER}")
 
 
-def _item_as(table_type: T.DataType, item_type: T.DataType, opts: EvaluationOptions) -> str:
-    """SQL: a table's item column as ``ITEM``, cast to ``item_type`` where its own differs."""
+def item_as(table_type: T.DataType, item_type: T.DataType, opts: EvaluationOptions) -> str:
+    """SQL: a table's item column as ``ITEM``, in the comparison type ``item_type``: cast where the
+    table's own type (``table_type``) differs (an integer of another width is cast up to it)."""
     if table_type == item_type:
         return f"{ident(opts.item_col)} AS {ITEM}"
     return f"CAST({ident(opts.item_col)} AS {item_type.simpleString()}) AS {ITEM}"
