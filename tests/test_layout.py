@@ -457,10 +457,10 @@ def _design_table(heading: str) -> set:
     return set(rows)
 
 
-def _design_tables(start: str, end: str) -> set:
-    """The modules named in the first column of every ``| module |`` table of docs/design.md
-    between the headings ``start`` and ``end``."""
-    text = (PACKAGE.parent / "docs" / "design.md").read_text()
+def _design_tables(start: str, end: str, text: Optional[str] = None) -> set:
+    """The modules named in the first column of every ``| module |`` table of docs/design.md (or
+    of ``text``) between the headings ``start`` and ``end``."""
+    text = (PACKAGE.parent / "docs" / "design.md").read_text() if text is None else text
     section = text[text.index(start) : text.index(end)]
     rows, in_table = set(), False
     for line in section.splitlines():
@@ -485,6 +485,25 @@ def test_the_design_documents_every_module_of_the_library_and_no_other():
     }
     documented = _design_tables("## Code layout", "The job is the package `ndcg_spark/job/`")
     assert documented == {m for m in library if _has_code(PACKAGE / m)}
+
+
+def test_the_design_table_check_reads_every_table_of_the_section_and_nothing_else():
+    text = """## Code layout
+| module | holds |
+|---|---|
+| `options.py` | the options |
+
+prose | with a bar
+| module | holds |
+|---|---|
+| `_stages/inputs.py` | the input stage |
+The job is the package `ndcg_spark/job/`
+| module | holds |
+|---|---|
+| `cli.py` | the job's |
+"""
+    found = _design_tables("## Code layout", "The job is the package", text)
+    assert found == {"options.py", "_stages/inputs.py"}
 
 
 def test_the_design_documents_every_module_of_the_job_and_no_other():
